@@ -1,0 +1,61 @@
+"""The single source of truth for the run's device, and the training configuration.
+
+`DEVICE` is set once, at start-up, by `configure_device` (called by the CLIs only). Library
+code takes the device as an argument. Read it as `config.DEVICE`, never
+`from .config import DEVICE`: that copies the value at import time and goes stale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+
+from .devices import resolve_device
+
+PACKAGE = "{{ cookiecutter.package_name }}"
+DEFAULT_DEVICE = "{{ cookiecutter.default_device }}"  # chosen when the project was generated
+DEVICE_ENV_VAR = f"{PACKAGE.upper()}_DEVICE"
+
+DEVICE: torch.device | None = None  # None until configure_device() runs
+
+
+def device_spec(cli_value: str | None = None) -> str:
+    """The device spec in force: the --device flag, else the environment variable, else the default."""
+    return cli_value or os.environ.get(DEVICE_ENV_VAR) or DEFAULT_DEVICE
+
+
+def configure_device(cli_value: str | None = None) -> torch.device:
+    """Resolve the run's device once and record it in `config.DEVICE`."""
+    global DEVICE
+    DEVICE = resolve_device(device_spec(cli_value))
+    return DEVICE
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything a training run depends on; saved as config.json and inside checkpoints."""
+
+    data: str | None = None  # ImageFolder root holding train/ and val/; None means the demo data
+    device: str | None = None  # a spec for resolve_device; None defers to env var, then default
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 2e-3
+    weight_decay: float = 0.05
+    label_smoothing: float = 0.0
+    workers: int = 0  # DataLoader worker processes; 0 decodes in the main process
+    seed: int = 0
+    image_size: int | None = None  # None: the demo's native size, else what the backbone expects
+    backbone: str = "{{ cookiecutter.backbone }}"
+    pretrained: bool = {{ "True" if cookiecutter.pretrained == "yes" else "False" }}
+    precision: str = "{{ cookiecutter.default_precision }}"  # fp32 | fp16 | bf16
+    parallel: str = "{{ cookiecutter.multi_gpu }}"  # none | dp | ddp
+    channels_last: bool = False
+    compile: bool = False
+    out: str = "runs/latest"
+    resume: str | None = None  # a checkpoint file or a run directory
+
+    def to_dict(self) -> dict:
+        """Plain values only, so it fits in JSON and in a weights_only checkpoint."""
+        return dataclasses.asdict(self)
