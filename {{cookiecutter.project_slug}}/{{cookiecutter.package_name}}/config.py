@@ -23,7 +23,9 @@ DEVICE: torch.device | None = None  # None until configure_device() runs
 
 def device_spec(cli_value: str | None = None) -> str:
     """The device spec in force: the --device flag, else the environment variable, else the default."""
-    return cli_value or os.environ.get(DEVICE_ENV_VAR) or DEFAULT_DEVICE
+    if cli_value is not None:  # an explicit value, even an empty one, is never replaced
+        return cli_value
+    return os.environ.get(DEVICE_ENV_VAR) or DEFAULT_DEVICE
 
 
 def configure_device(cli_value: str | None = None) -> torch.device:

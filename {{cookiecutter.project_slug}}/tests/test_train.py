@@ -1,0 +1,83 @@
+"""train.py end to end through main(argv), and its refusals of bad input."""
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import predict
+import train
+from {{ cookiecutter.package_name }}.outputs import METRICS_COLUMNS
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def trained_run(tiny_data, tmp_path_factory):
+    """One real two-epoch run on the tiny data, shared by the tests that inspect its outputs."""
+    out = tmp_path_factory.mktemp("run")
+    code = train.main(["--data", str(tiny_data), "--device", "cpu", "--epochs", "2", "--batch-size", "8",
+                       "--image-size", "32", "--out", str(out), "--precision", "fp32", "--parallel", "none"])
+    assert code == 0
+    return out
+
+
+def test_training_writes_checkpoints_metrics_config_and_curves(trained_run):
+    """A run leaves last.pt, best.pt, metrics.csv (fixed columns, a row per epoch), config.json, curves.png."""
+    for name in ("last.pt", "best.pt", "metrics.csv", "config.json", "curves.png"):
+        assert (trained_run / name).stat().st_size > 0
+    with open(trained_run / "metrics.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == METRICS_COLUMNS
+    assert [row["epoch"] for row in rows] == ["1", "2"]
+
+
+def test_checkpoint_loads_with_plain_torch_on_cpu(trained_run):
+    """last.pt is plain data: weights_only loading on CPU, no wrapper prefixes, CPU tensors only."""
+    state = torch.load(trained_run / "last.pt", map_location="cpu", weights_only=True)
+    assert state["epoch"] == 2
+    assert all(t.device.type == "cpu" for t in state["model"].values())
+    assert not any(k.startswith(("module.", "_orig_mod.")) for k in state["model"])
+
+
+def test_predict_prints_a_label_and_probability_per_image(trained_run, tiny_data, capsys):
+    """predict.py loads the checkpoint and prints one row per image."""
+    images = [str(p) for p in sorted((tiny_data / "val" / "square").glob("*.png"))[:2]]
+    assert predict.main([str(trained_run / "best.pt"), *images, "--device", "cpu"]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert len(rows) == 2
+    _, label, probability = rows[0].split("\t")
+    assert label in ("circle", "square", "triangle", "cross") and 0.0 <= float(probability) <= 1.0
+
+
+BAD_DEVICES = ["gpu", "tpu", "cuda:x", "cuda:-1", "cuda:99", "mps:3", "cpu:1", "cuda0", "", "cuda:1:2", "xla"]
+
+
+@pytest.mark.parametrize("spec", BAD_DEVICES)
+def test_bad_device_exits_2_with_one_line_and_writes_nothing(spec, tiny_data, tmp_path, capsys):
+    """An unusable --device stops with exit 2, one line naming it and the available devices, no run dir."""
+    out = tmp_path / "run"
+    code = train.main(["--data", str(tiny_data), "--device", spec, "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "available" in err[0] and "Traceback" not in err[0]
+    assert not out.exists()
+
+
+def test_bad_data_folder_exits_2_and_writes_nothing(tmp_path, capsys):
+    """A data root without train/ and val/ is one line and exit 2."""
+    code = train.main(["--data", str(tmp_path), "--device", "cpu", "--out", str(tmp_path / "run")])
+    assert code == 2 and "train" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_process_prints_no_traceback_on_bad_device(tmp_path):
+    """Run as a real process, a bad device is exit 2 and a single stderr line."""
+    result = subprocess.run([sys.executable, "train.py", "--device", "cuda:7", "--out", str(tmp_path / "r")],
+                            cwd=PROJECT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "cuda:7" in result.stderr

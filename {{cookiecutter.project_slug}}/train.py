@@ -1,0 +1,194 @@
+"""Train {{ cookiecutter.project_name | replace('"', "'") }}'s classifier.
+
+    python train.py --device cuda:1 --epochs 10 --out runs/exp1
+
+The device is resolved once (`config.configure_device`) and passed down to every piece.
+Exit codes: 0 done, 1 failure, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from {{ cookiecutter.package_name }} import __version__, config
+from {{ cookiecutter.package_name }}.checkpoint import load_checkpoint, load_model_state, model_state, save_checkpoint, to_cpu
+from {{ cookiecutter.package_name }}.cli import run_cli
+from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.data import DEMO_IMAGE_SIZE, DEMO_ROOT, build_loader, class_counts, load_splits, write_demo_dataset
+from {{ cookiecutter.package_name }}.devices import describe_device
+from {{ cookiecutter.package_name }}.engine import evaluate, train_one_epoch
+from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy, balanced_class_weights
+from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.outputs import plot_curves, read_metrics, write_json, write_metrics
+from {{ cookiecutter.package_name }}.parallel import is_main_process, unwrap
+from {{ cookiecutter.package_name }}.precision import make_policy
+
+
+def get_args_parser() -> argparse.ArgumentParser:
+    """The training flags; defaults come from TrainConfig."""
+    d = TrainConfig()
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", default=d.data, help="ImageFolder root with train/ and val/ (default: built-in demo data)")
+    p.add_argument("--device", default=d.device,
+                   help=f"auto, cpu, cuda, cuda:N, mps, xpu (default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE})")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--batch-size", type=int, default=d.batch_size)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--workers", type=int, default=d.workers, help="DataLoader worker processes")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--image-size", type=int, default=d.image_size,
+                   help=f"default: {DEMO_IMAGE_SIZE} for the demo data, else what the backbone expects")
+    p.add_argument("--backbone", default=d.backbone, help="any torchvision classification model name")
+    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=d.precision)
+    p.add_argument("--parallel", choices=("none", "dp", "ddp"), default=d.parallel)
+    p.add_argument("--channels-last", action="store_true", default=d.channels_last)
+    p.add_argument("--compile", action="store_true", default=d.compile, help="torch.compile the model")
+    p.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=d.pretrained,
+                   help="start from ImageNet weights (needs a download or a cached file)")
+    p.add_argument("--label-smoothing", type=float, default=d.label_smoothing)
+    p.add_argument("--out", default=d.out, help="run directory for checkpoints, metrics and plots")
+    p.add_argument("--resume", default=d.resume, help="a checkpoint file or a run directory to continue")
+    p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The TrainConfig named by the parsed flags."""
+    names = {field.name for field in dataclasses.fields(TrainConfig)}
+    return TrainConfig(**{key: value for key, value in vars(args).items() if key in names})
+
+
+def check_numbers(cfg: TrainConfig) -> None:
+    """Refuse sizes and counts that cannot work, before anything is built."""
+    from {{ cookiecutter.package_name }}.data import DataError
+
+    for name in ("epochs", "batch_size"):
+        if getattr(cfg, name) < 1:
+            raise DataError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
+    if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
+        raise DataError("--workers must be >= 0 and --image-size >= 16")
+
+
+def default_image_size(cfg: TrainConfig) -> int:
+    """The demo's native size, the pretrained weights' crop size, or the usual 224."""
+    if cfg.image_size:
+        return cfg.image_size
+    if cfg.data is None:
+        return DEMO_IMAGE_SIZE
+    if cfg.pretrained:
+        from torchvision.models import get_model_weights
+
+        return get_model_weights(cfg.backbone).DEFAULT.transforms().crop_size[0]
+    return 224
+
+
+class Run:
+    """Everything one training run builds, on one device, before the first epoch."""
+
+    def __init__(self, cfg: TrainConfig, device: torch.device):
+        self.cfg, self.device = cfg, device
+        self.policy = make_policy(cfg.precision, device)
+        root = Path(cfg.data) if cfg.data else write_demo_dataset(DEMO_ROOT)
+        self.image_size = default_image_size(cfg)
+        train_set, val_set = load_splits(root, self.image_size)
+        self.class_names = train_set.classes
+        self.train_loader = build_loader(train_set, cfg.batch_size, device, train=True, workers=cfg.workers, seed=cfg.seed)
+        self.val_loader = build_loader(val_set, cfg.batch_size, device, train=False, workers=cfg.workers)
+        self.model = build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device)
+        self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+        self.model = self.model.to(memory_format=self.memory_format)
+        self.loss_fn = WeightedCrossEntropy(balanced_class_weights(class_counts(train_set)),
+                                            cfg.label_smoothing).to(device)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        steps = cfg.epochs * len(self.train_loader)
+        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=max(steps, 1))
+        self.scaler = self.policy.grad_scaler()
+        self.net = torch.compile(self.model) if cfg.compile else self.model
+        self.start_epoch, self.best_acc, self.rows = 1, -1.0, []
+
+    def state(self, epoch: int) -> dict:
+        """A checkpoint of this run after `epoch`: CPU tensors and plain values only."""
+        return {
+            "model": model_state(self.model),
+            "optimizer": to_cpu(self.optimizer.state_dict()),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "epoch": epoch,
+            "best_val_acc": self.best_acc,
+            "config": self.cfg.to_dict(),
+            "class_names": list(self.class_names),
+            "image_size": self.image_size,
+            "version": __version__,
+        }
+
+    def resume(self, path: str) -> None:
+        """Continue after the last completed epoch of a checkpoint."""
+        state = load_checkpoint(path, map_location=self.device)
+        load_model_state(self.model, state["model"], path)
+        self.optimizer.load_state_dict(state["optimizer"])  # moves its state to the params' device
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.start_epoch, self.best_acc = state["epoch"] + 1, state["best_val_acc"]
+        self.rows = [row for row in read_metrics(Path(self.cfg.out) / "metrics.csv") if row["epoch"] <= state["epoch"]]
+
+
+def run_epoch(run: Run, epoch: int) -> dict:
+    """Train and validate once; return the epoch's metrics row."""
+    train = train_one_epoch(run.net, run.loss_fn, run.optimizer, run.train_loader, run.device,
+                            policy=run.policy, scaler=run.scaler, scheduler=run.scheduler, epoch=epoch,
+                            progress=is_main_process(), memory_format=run.memory_format)
+    val = evaluate(run.net, run.loss_fn, run.val_loader, run.device, policy=run.policy,
+                   progress=is_main_process(), memory_format=run.memory_format)
+    return {"epoch": epoch, "train_loss": round(train.loss, 6), "train_acc": round(train.acc, 6),
+            "val_loss": round(val.loss, 6), "val_acc": round(val.acc, 6),
+            "lr": run.optimizer.param_groups[0]["lr"], "epoch_time_s": round(train.seconds + val.seconds, 3),
+            "images_per_s": round(train.images_per_s, 1)}
+
+
+def save_epoch(run: Run, row: dict, out: Path) -> None:
+    """Write last.pt, best.pt when validation improved, metrics.csv and curves.png."""
+    run.rows.append(row)
+    improved = row["val_acc"] > run.best_acc
+    run.best_acc = max(run.best_acc, row["val_acc"])
+    state = run.state(row["epoch"])
+    save_checkpoint(out / "last.pt", state)
+    if improved:
+        save_checkpoint(out / "best.pt", state)
+    write_metrics(out / "metrics.csv", run.rows)
+    plot_curves(out / "curves.png", run.rows)
+
+
+def train(cfg: TrainConfig) -> int:
+    """Build everything, then train; nothing is written until all inputs have been checked."""
+    check_numbers(cfg)
+    device = config.configure_device(cfg.device)
+    print(f"device: {describe_device(device)}", flush=True)
+    run = Run(cfg, device)
+    if cfg.resume:
+        run.resume(cfg.resume)
+    out = Path(cfg.out)
+    write_json(out / "config.json", {**cfg.to_dict(), "resolved_device": str(device),
+                                     "image_size": run.image_size, "class_names": run.class_names})
+    for epoch in range(run.start_epoch, cfg.epochs + 1):
+        row = run_epoch(run, epoch)
+        save_epoch(run, row, out)
+        print(f"epoch {epoch}/{cfg.epochs}  train_loss {row['train_loss']:.4f}  train_acc {row['train_acc']:.3f}  "
+              f"val_loss {row['val_loss']:.4f}  val_acc {row['val_acc']:.3f}  {row['images_per_s']:.0f} img/s", flush=True)
+    print(f"done: {out / 'last.pt'} (best val_acc {run.best_acc:.3f})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and train; returns the exit code."""
+    args = get_args_parser().parse_args(argv)
+    return run_cli(lambda: train(config_from_args(args)), verbose=args.verbose)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The CLIs' edge: user errors become one line on stderr and exit code 2, failures exit 1.
+
+Exit codes: 0 done, 1 failure, 2 bad input (device, data, checkpoint, precision, weights).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Callable
+
+from .checkpoint import CheckpointError
+from .data import DataError
+from .devices import DeviceError
+from .model import WeightsError
+from .precision import PrecisionError
+
+USER_ERRORS = (DeviceError, DataError, CheckpointError, PrecisionError, WeightsError)
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def one_line(error: BaseException) -> str:
+    """The point of an error message in one line.
+
+    Errors raised in DataLoader workers arrive with the worker's traceback in their text;
+    its last line is the original message.
+    """
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    text = lines[-1] if lines else type(error).__name__
+    prefix = f"{type(error).__name__}: "
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def run_cli(command: Callable[[], int], *, verbose: bool = False) -> int:
+    """Run `command`, mapping user errors to exit 2 and unexpected failures to exit 1."""
+    try:
+        return command()
+    except USER_ERRORS as error:
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a bug or a runtime failure (e.g. out of memory): still one line
+        if verbose:
+            traceback.print_exc()
+        print(f"error: {type(error).__name__}: {one_line(error)} (rerun with --verbose for the traceback)",
+              file=sys.stderr)
+        return EXIT_FAILURE
