@@ -49,7 +49,7 @@ class Rule(NamedTuple):
 
 
 RULES = {rule.code: rule for rule in (
-    Rule("DEV000", "file could not be parsed", "fix the syntax error; nothing else was checked"),
+    Rule("DEV000", "syntax error", "fix the syntax error; nothing else was checked"),
     Rule("DEV001", ".cuda() hard-codes the CUDA backend and device index",
          "use .to(device) with a device passed in as an argument"),
     Rule("DEV002", "device string literal outside the config/devices module",
@@ -316,8 +316,7 @@ def lint_source(source: str, filename: str = "<string>", select: Iterable[str] |
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as error:
-        detail = f"syntax error: {error.msg}"
-        return [Finding(filename, error.lineno or 1, error.offset or 1, "DEV000", detail)]
+        return [Finding(filename, error.lineno or 1, error.offset or 1, "DEV000", error.msg)]
     checker = _Checker(filename, Path(filename).name in set(allow_devices_in))
     checker.visit(tree)
     chosen = set(select) if select else set(RULES)
