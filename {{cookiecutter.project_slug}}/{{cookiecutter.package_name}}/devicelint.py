@@ -107,14 +107,9 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
-def _keyword(call: ast.Call, name: str) -> ast.keyword | None:
-    """The `name=` keyword of a call, if given explicitly."""
+def _keyword(call: ast.Call, name: str | None) -> ast.keyword | None:
+    """The `name=` keyword of a call; name None finds `**kwargs` (then anything may be passed)."""
     return next((kw for kw in call.keywords if kw.arg == name), None)
-
-
-def _has_star_kwargs(call: ast.Call) -> bool:
-    """True when `**kwargs` is passed: then any keyword may be present and we stay silent."""
-    return any(kw.arg is None for kw in call.keywords)
 
 
 def _device_literals(node: ast.AST | None) -> list[str]:
@@ -130,12 +125,11 @@ def _device_literals(node: ast.AST | None) -> list[str]:
     return []
 
 
-def _looks_like_device(node: ast.AST) -> bool:
-    """A `.to()` argument that names a device: a literal, torch.device(...), or a *device* name."""
-    if isinstance(node, ast.Call):
-        return _dotted(node.func) in ("torch.device", "device")
-    name = _dotted(node).lower()
-    return bool(_device_literals(node)) or "device" in name or "cuda" in name or name == "dev"
+def _moves_device(call: ast.Call) -> bool:
+    """A .to() that names a device: device=, a literal, torch.device(...) or a *device* variable."""
+    names = [_dotted(a.func if isinstance(a, ast.Call) else a).lower() for a in call.args]
+    return _keyword(call, "device") is not None or any(_device_literals(a) for a in call.args) \
+        or any("device" in n or "cuda" in n or n == "dev" for n in names)
 
 
 def _looks_like_module(node: ast.AST) -> bool:
@@ -239,9 +233,9 @@ class _Checker(ast.NodeVisitor):
         if name == "torch.save" and node.args and _looks_like_module(node.args[0]):
             self.report(node, "DEV006", f"{_dotted(node.args[0]) or 'object'} is saved whole")
         if self.in_forward and name.startswith("torch.") and name[6:] in _FACTORIES:
-            if id(node) not in self.moved and not _keyword(node, "device") and not _has_star_kwargs(node):
+            if id(node) not in self.moved and not _keyword(node, "device") and not _keyword(node, None):
                 self.report(node, "DEV007", f"{name}() is created on the CPU")
-        if self.in_getitem and (method == "cuda" or (method == "to" and self._moves_device(node))):
+        if self.in_getitem and (method == "cuda" or (method == "to" and _moves_device(node))):
             self.report(node, "DEV008")
         if method == "state_dict":
             self._check_wrapped_state_dict(func.value, node)
@@ -272,7 +266,7 @@ class _Checker(ast.NodeVisitor):
 
     def _check_load(self, node: ast.Call) -> None:
         """DEV003/DEV004: torch.load must say where tensors go and refuse arbitrary pickles."""
-        if _has_star_kwargs(node):
+        if _keyword(node, None):
             return  # the caller forwards options we cannot see
         if len(node.args) < 2 and _keyword(node, "map_location") is None:
             self.report(node, "DEV003")
@@ -281,10 +275,6 @@ class _Checker(ast.NodeVisitor):
             self.report(node, "DEV004", "not given")
         elif isinstance(weights_only.value, ast.Constant) and not weights_only.value.value:
             self.report(node, "DEV004", "weights_only=False")
-
-    def _moves_device(self, node: ast.Call) -> bool:
-        """True when a .to() call names a device (not just a dtype)."""
-        return _keyword(node, "device") is not None or any(_looks_like_device(a) for a in node.args)
 
     def _check_wrapped_state_dict(self, receiver: ast.AST, node: ast.Call) -> None:
         """DEV009: `ddp_model.state_dict()` keys carry 'module.'; unwrap with .module first."""
