@@ -14,7 +14,10 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }}.devices import DeviceAwareMixin, DeviceError, DeviceGuard, available_devices, describe_device, device_report, main, module_device, move_to, on_device, resolve_device, same_device, use_device
+from {{ cookiecutter.package_name }}.devices import (
+    DeviceAwareMixin, DeviceError, DeviceGuard, available_devices, describe_device, device_report, main,
+    module_device, move_to, on_device, resolve_device, same_device, use_device,
+)
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -81,7 +84,7 @@ def restore_current_cuda_device():
 
 BAD_SPECS = [
     "gpu", "tpu", "hip", "cuda:x", "cuda:01", "cuda:-1", "cuda:", "cuda:1:2", "cuda 1", "", "  ",
-    "cpu:1", "meta:1", "cuda:99", "xpu:99", -1, 99, True, 1.5, [0], object,
+    "cpu:1", "cpu:00", "meta:1", "cuda:99", "xpu:99", -1, 99, True, 1.5, [0], object,
     torch.device("cuda", 99), torch.device("hip"),
     *(["cuda"] if CUDA_COUNT == 0 else []),
     *(["mps"] if "mps" not in available_devices() else []),
@@ -100,8 +103,15 @@ def test_bad_spec_raises_one_line_naming_it_and_the_available_devices(spec):
     assert message.endswith("available: " + ", ".join(available_devices()))
 
 
+@pytest.mark.parametrize("spec", [True, False, 0.0, 1.5])
+def test_bools_and_floats_are_refused_as_types_not_read_as_indices(spec):
+    with pytest.raises(DeviceError, match=f"not {type(spec).__name__} {spec!r};"):
+        resolve_device(spec)
+
+
 @pytest.mark.parametrize("spec, expected", [
-    ("cpu", CPU), (" CPU ", CPU), ("cpu:0", CPU), ("Meta", META), (CPU, CPU), (torch.device("cpu", 0), CPU),
+    ("cpu", CPU), (" CPU ", CPU), ("cpu:0", CPU), ("Meta", META), ("\tmeta\n", META),
+    (CPU, CPU), (torch.device("cpu", 0), CPU),
 ])
 def test_spec_is_normalised_whatever_its_case_spacing_or_form(spec, expected):
     assert resolve_device(spec) == expected
@@ -208,8 +218,8 @@ def test_move_to_reaches_every_tensor_in_a_nested_batch_and_leaves_the_rest(devi
         "lr": 0.1,
     }
     moved = move_to(batch, device)
-    tensors = [moved["images"], moved["pairs"][0].image, moved["pairs"][1][0], moved["sample"].image,
-               moved["sample"].extra["mask"], moved["counts"]["n"]]
+    tensors = [moved["images"], moved["pairs"][0].image, moved["pairs"][1][0],
+               moved["sample"].image, moved["sample"].extra["mask"], moved["counts"]["n"]]
     assert [t.device for t in tensors] == [device] * len(tensors)
     assert type(moved["pairs"][0]) is Pair and type(moved["pairs"][1]) is tuple
     assert type(moved["sample"]) is Sample and moved["counts"].default_factory is int
@@ -221,9 +231,11 @@ def test_move_to_reaches_every_tensor_in_a_nested_batch_and_leaves_the_rest(devi
 def test_on_device_moves_nested_tensor_arguments_before_the_call(device):
     @on_device(device)
     def step(batch: dict, scale: torch.Tensor, *, mask: torch.Tensor, name: str) -> list:
-        return [batch["x"].device, batch["pair"][0].device, scale.device, mask.device, name, batch["pair"][1]]
+        x, (y, count) = batch["x"], batch["pair"]
+        return [x.device, y.device, scale.device, mask.device, name, count]
 
-    seen = step({"x": torch.ones(2), "pair": (torch.ones(1), 3)}, torch.tensor(2.0), mask=torch.ones(2), name="n")
+    batch = {"x": torch.ones(2), "pair": (torch.ones(1), 3)}
+    seen = step(batch, torch.tensor(2.0), mask=torch.ones(2), name="n")
     assert seen == [device] * 4 + ["n", 3]
     assert step.__name__ == "step"
 
@@ -301,7 +313,8 @@ def test_guard_notices_a_move_made_after_it_was_created():
     guard = DeviceGuard(net)
     net(torch.ones(2, 3))  # fills the guard's cache with cpu
     net.to(META)
-    with pytest.raises(DeviceError, match=r"stem \(Linear\) holds its tensors on meta but input 0 is on cpu"):
+    expected = r"stem \(Linear\) holds its tensors on meta but input 0 is on cpu"
+    with pytest.raises(DeviceError, match=expected):
         net(torch.ones(2, 3))
     guard.remove()
 
@@ -352,7 +365,7 @@ def test_cli_exits_2_with_one_line_for_a_bad_spec(capsys):
 @pytest.mark.skipif(CUDA_COUNT < 1, reason="needs a CUDA device")
 def test_bare_cuda_and_dot_cuda_mean_the_current_indexed_device():
     current = torch.device("cuda", torch.cuda.current_device())
-    assert resolve_device("cuda") == resolve_device(0 if current.index == 0 else current.index) == current
+    assert resolve_device("cuda") == resolve_device(current.index) == current
     net = Net().cuda()
     assert net.device == current
     assert net.cpu().device == CPU
@@ -362,12 +375,14 @@ def test_bare_cuda_and_dot_cuda_mean_the_current_indexed_device():
 @pytest.mark.skipif(CUDA_COUNT < 1, reason="needs a CUDA device")
 def test_pinned_batch_copied_non_blocking_arrives_intact():
     device = resolve_device("cuda")
-    batch = {"images": torch.randn(8, 3, 4, 4).pin_memory(), "labels": torch.arange(8).pin_memory(), "ids": list("abcdefgh")}
+    batch = {"images": torch.randn(8, 3, 4, 4).pin_memory(), "labels": torch.arange(8).pin_memory(),
+             "ids": list("abcdefgh")}
     assert batch["images"].is_pinned()
     moved = move_to(batch, device, non_blocking=True)
     torch.cuda.current_stream(device).synchronize()  # non_blocking: the copy may still be in flight
     assert moved["images"].device == moved["labels"].device == device
-    assert torch.equal(moved["images"].cpu(), batch["images"]) and torch.equal(moved["labels"].cpu(), batch["labels"])
+    assert torch.equal(moved["images"].cpu(), batch["images"])
+    assert torch.equal(moved["labels"].cpu(), batch["labels"])
     assert moved["ids"] == batch["ids"]
 
 

@@ -37,19 +37,9 @@ import torch
 from torch import nn
 
 __all__ = [
-    "DeviceError",
-    "available_devices",
-    "resolve_device",
-    "describe_device",
-    "module_device",
-    "DeviceAwareMixin",
-    "move_to",
-    "on_device",
-    "use_device",
-    "same_device",
-    "device_report",
-    "DeviceGuard",
-    "main",
+    "DeviceError", "available_devices", "resolve_device", "describe_device", "module_device",
+    "DeviceAwareMixin", "move_to", "on_device", "use_device", "same_device", "device_report",
+    "DeviceGuard", "main",
 ]
 
 _KINDS = ("cpu", "cuda", "mps", "xpu", "meta")
@@ -110,7 +100,8 @@ def _parse(spec: object) -> torch.device:
         return torch.device(kind, int(index)) if index is not None else torch.device(kind)
     # bool is an int to Python but never a device; __index__ admits numpy integers, not floats.
     if isinstance(spec, bool) or not hasattr(type(spec), "__index__"):
-        raise DeviceError(f"a device is a str, an int or a torch.device, not {type(spec).__name__} {_show(spec)}")
+        kind = type(spec).__name__
+        raise DeviceError(f"a device is a str, an int or a torch.device, not {kind} {_show(spec)}")
     index = operator.index(spec)
     if index < 0:
         raise DeviceError(f"device index {_show(spec)} is negative")
@@ -130,7 +121,7 @@ def _check_present(device: torch.device, spec: object) -> torch.device:
     if index is None:  # bare 'cuda' means the current device, made explicit
         index = _backend(kind).current_device() if _backend(kind) else 0
     if index >= count:
-        raise DeviceError(f"device {_show(spec)} is not available: this machine has {count} {kind} device(s)")
+        raise DeviceError(f"device {_show(spec)} is not available: only {count} {kind} device(s)")
     return torch.device(kind, index) if kind in _INDEXED else torch.device(kind)
 
 
@@ -198,7 +189,7 @@ def _one_device(tensors: Iterable[tuple[str, torch.Tensor]], owner: str) -> torc
     for name, tensor in tensors:
         by_device.setdefault(tensor.device, []).append(name)
     if len(by_device) > 1:
-        parts = "; ".join(f"{device}: {', '.join(names[:3])}" + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+        parts = "; ".join(f"{device}: {', '.join(names[:3])}" + (" ..." if len(names) > 3 else "")
                           for device, names in by_device.items())
         raise DeviceError(f"{owner} is split across devices: {parts}")
     return next(iter(by_device), None)
@@ -258,8 +249,15 @@ def _map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     return obj
 
 
+def _tensors_in(obj: Any) -> list[torch.Tensor]:
+    """Every tensor inside `obj`, found by the same traversal as move_to."""
+    found: list[torch.Tensor] = []
+    _map_tensors(obj, found.append)  # the rebuilt copy is thrown away
+    return found
+
+
 def move_to(obj: Any, device: torch.device | str, non_blocking: bool = False) -> Any:
-    """Copy of `obj` with every tensor in nested dicts, lists, tuples, namedtuples and dataclasses on `device`.
+    """A copy of `obj` with each tensor in nested dicts, lists, (named)tuples, dataclasses on `device`.
 
     Other values are passed through untouched. `non_blocking=True` only overlaps the copy with
     compute when the source is in pinned memory (DataLoader(pin_memory=True)).
@@ -351,9 +349,10 @@ def device_report(module: nn.Module) -> str:
 class DeviceGuard:
     """Forward pre-hooks that name the submodule and both devices when an input is misplaced.
 
-    A debug aid, off by default: `with DeviceGuard(model): model(x)`, or `guard = DeviceGuard(model)`
-    then `guard.remove()`. It replaces PyTorch's generic "Expected all tensors to be on the same
-    device" with 'blocks.1 (Linear) holds its tensors on cuda:0 but input 0 is on cpu'. Only
+    A debug aid, off by default: `with DeviceGuard(model): model(x)`, or
+    `guard = DeviceGuard(model)` then `guard.remove()`. It replaces PyTorch's generic "Expected all
+    tensors to be on the same device" with 'blocks.1 (Linear) holds its tensors on cuda:0 but
+    input 0 is on cpu', raised before the forward runs. Only
     submodules holding tensors of their own are hooked, each checks only those (recurse=False),
     and submodules added after the guard was made are not watched.
     """
@@ -361,9 +360,10 @@ class DeviceGuard:
     def __init__(self, model: nn.Module) -> None:
         self._devices: dict[int, torch.device] = {}  # id(submodule) -> device its tensors were seen on
         self._handles = [
-            module.register_forward_pre_hook(functools.partial(self._check, path or "<root>"), with_kwargs=True)
+            module.register_forward_pre_hook(functools.partial(self._check, path or "<root>"),
+                                             with_kwargs=True)
             for path, module in model.named_modules()
-            if next(_tensors(module, recurse=False), None) is not None
+            if next(_tensors(module, recurse=False), None) is not None  # containers need no check
         ]
 
     def _device_of(self, module: nn.Module, path: str) -> torch.device | None:
@@ -375,23 +375,21 @@ class DeviceGuard:
         # tells whether the cached answer still holds; a real move triggers a full recheck.
         if self._devices.get(id(module)) != first[1].device:
             owner = f"{path} ({type(module).__name__})"
-            self._devices[id(module)] = _one_device(_tensors(module, recurse=False), owner)  # type: ignore[assignment]
+            device = _one_device(_tensors(module, recurse=False), owner)
+            self._devices[id(module)] = device  # type: ignore[assignment]
         return self._devices[id(module)]
 
     def _check(self, path: str, module: nn.Module, args: tuple, kwargs: dict) -> None:
         """Raise DeviceError on the first tensor input that is not where the module's tensors are."""
         expected = self._device_of(module, path)
-        if expected is None:  # its tensors were deleted since the guard was made
-            return
-        inputs = [(str(i), arg) for i, arg in enumerate(args)] + [(repr(k), v) for k, v in kwargs.items()]
-        for where, value in inputs:
-            found: list[torch.Tensor] = []
-            _map_tensors(value, found.append)
-            for tensor in found:
+        named_inputs = [*enumerate(args), *((repr(key), value) for key, value in kwargs.items())]
+        for where, value in named_inputs:
+            for tensor in _tensors_in(value):
                 # PyTorch lets 0-dim CPU tensors mix with any device, so they are no mistake.
-                if tensor.device != expected and not (tensor.dim() == 0 and tensor.device.type == "cpu"):
-                    raise DeviceError(f"{path} ({type(module).__name__}) holds its tensors on {expected} "
-                                      f"but input {where} is on {tensor.device}")
+                scalar = tensor.dim() == 0 and tensor.device.type == "cpu"
+                if expected is not None and tensor.device != expected and not scalar:
+                    raise DeviceError(f"{path} ({type(module).__name__}) holds its tensors on "
+                                      f"{expected} but input {where} is on {tensor.device}")
 
     def remove(self) -> None:
         """Take the hooks off the model again (safe to call twice)."""
@@ -412,7 +410,8 @@ def _cpu_row() -> tuple[str, ...]:
     """The cpu's name, total memory where the OS tells it, and bf16 'yes' (CPU autocast supports it)."""
     name = platform.processor() or platform.machine()
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:  # Linux names the model here
-        name = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), name)
+        models = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
+        name = models[0] if models else name
     try:
         memory = _format_bytes(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, OSError, ValueError):  # no sysconf on Windows
@@ -438,12 +437,12 @@ def _device_row(name: str) -> tuple[str, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the devices this machine has and what SPEC (default 'auto') resolves to."""
-    parser = argparse.ArgumentParser(description="Show this machine's devices and resolve a device spec.")
-    parser.add_argument("spec", nargs="?", default="auto", help="a device spec, e.g. cuda:1 (default: auto)")
+    parser = argparse.ArgumentParser(description="Show this machine's devices and resolve a spec.")
+    parser.add_argument("spec", nargs="?", default="auto", help="e.g. cuda:1 (default: auto)")
     args = parser.parse_args(argv)
     print(f"torch {torch.__version__}")
-    rows = [("device", "name", "memory", "capability", "bf16")] + [_device_row(d) for d in available_devices()]
-    print(_format_table(rows, right=(2,)))
+    rows = [("device", "name", "memory", "capability", "bf16")]
+    print(_format_table(rows + [_device_row(name) for name in available_devices()], right=(2,)))
     try:
         device = resolve_device(args.spec)
     except DeviceError as error:
