@@ -98,11 +98,13 @@ def _parse(spec: object) -> torch.device:
             raise DeviceError(f"unknown device {_show(spec)}")
         kind, index = match.groups()
         return torch.device(kind, int(index)) if index is not None else torch.device(kind)
-    # bool is an int to Python but never a device; __index__ admits numpy integers, not floats.
-    if isinstance(spec, bool) or not hasattr(type(spec), "__index__"):
-        kind = type(spec).__name__
-        raise DeviceError(f"a device is a str, an int or a torch.device, not {kind} {_show(spec)}")
-    index = operator.index(spec)
+    try:  # bool is an int to Python but never a device; numpy integers pass, floats do not
+        if isinstance(spec, (bool, torch.Tensor)):
+            raise TypeError
+        index = operator.index(spec)
+    except TypeError:
+        wrong = f"{type(spec).__name__} {_show(spec)}"
+        raise DeviceError(f"a device is a str, an int or a torch.device, not {wrong}") from None
     if index < 0:
         raise DeviceError(f"device index {_show(spec)} is negative")
     # Like torch, an int means an index of the machine's accelerator.
