@@ -84,7 +84,7 @@ def available_devices() -> list[str]:
 def _show(spec: object) -> str:
     """The spec as it goes into a one-line error message."""
     text = repr(str(spec)) if isinstance(spec, torch.device) else repr(spec)
-    text = " ".join(text.splitlines())  # some reprs (tensors, say) span lines
+    text = " ".join(line.strip() for line in text.splitlines())  # some reprs (tensors) span lines
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -351,12 +351,11 @@ def device_report(module: nn.Module) -> str:
 class DeviceGuard:
     """Forward pre-hooks that name the submodule and both devices when an input is misplaced.
 
-    A debug aid, off by default: `with DeviceGuard(model): model(x)`, or
-    `guard = DeviceGuard(model)` then `guard.remove()`. It replaces PyTorch's generic "Expected all
-    tensors to be on the same device" with 'blocks.1 (Linear) holds its tensors on cuda:0 but
-    input 0 is on cpu', raised before the forward runs. Only
-    submodules holding tensors of their own are hooked, each checks only those (recurse=False),
-    and submodules added after the guard was made are not watched.
+    A debug aid, off by default: `with DeviceGuard(model): model(x)`, or `guard = DeviceGuard(model)`
+    then `guard.remove()`. Instead of PyTorch's generic "Expected all tensors to be on the same
+    device" it raises, before the forward runs, 'blocks.1 (Linear) holds its tensors on cuda:0 but
+    input 0 is on cpu'. Only submodules holding tensors of their own are hooked, each checks only
+    those (recurse=False), and submodules added after the guard was made are not watched.
     """
 
     def __init__(self, model: nn.Module) -> None:
