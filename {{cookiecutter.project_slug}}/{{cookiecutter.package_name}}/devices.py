@@ -399,9 +399,11 @@ class DeviceGuard:
         self._handles.clear()
 
     def __enter__(self) -> DeviceGuard:
+        """The guard itself; the hooks are already on."""
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        """Remove the hooks, whether or not the block raised."""
         self.remove()
 
 
