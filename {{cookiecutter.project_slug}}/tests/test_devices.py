@@ -1,0 +1,417 @@
+"""The device toolkit: resolving specs, finding a module's device, moving batches, checks, guard, CLI."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gc
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+import torch
+from torch import nn
+
+from {{ cookiecutter.package_name }}.devices import (
+    DeviceAwareMixin, DeviceError, DeviceGuard, available_devices, describe_device, device_report, main,
+    module_device, move_to, on_device, resolve_device, same_device, use_device,
+)
+
+CPU, META = torch.device("cpu"), torch.device("meta")
+CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class Block(DeviceAwareMixin, nn.Module):
+    """A device-aware block with a parameterised child and a buffer of its own."""
+
+    def __init__(self, width: int = 4) -> None:
+        super().__init__()
+        self.linear = nn.Linear(width, width)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+class Net(DeviceAwareMixin, nn.Module):
+    """stem -> blocks.0 -> blocks.1, so that a misplaced part has a path to be named by."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(3, 4)
+        self.blocks = nn.Sequential(Block(), Block())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 3) -> (B, 4)
+        return self.blocks(torch.relu(self.stem(x)))
+
+
+class Scale(nn.Module):
+    """Takes a dict batch, so the guard must look inside nested inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(4))
+
+    def forward(self, batch: dict) -> torch.Tensor:
+        return batch["x"] * self.weight * batch.get("temperature", 1.0)
+
+
+class Pair(NamedTuple):
+    image: torch.Tensor
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    image: torch.Tensor
+    label: int
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+@pytest.fixture(autouse=True)
+def restore_current_cuda_device():
+    """resolve_device('cuda:N') sets the process-wide current device; undo it after each test."""
+    previous = torch.cuda.current_device() if CUDA_COUNT else None
+    yield
+    if previous is not None:
+        torch.cuda.set_device(previous)
+
+
+# --- resolve_device ---------------------------------------------------------------------------
+
+BAD_SPECS = [
+    "gpu", "tpu", "hip", "cuda:x", "cuda:01", "cuda:-1", "cuda:", "cuda:1:2", "cuda 1", "", "  ",
+    "cpu:1", "cpu:00", "meta:1", "cuda:99", "xpu:99", -1, 99, True, 1.5, [0], object,
+    torch.tensor(1), torch.zeros(3, 2),
+    torch.device("cuda", 99), torch.device("hip"),
+    *(["cuda"] if CUDA_COUNT == 0 else []),
+    *(["mps"] if "mps" not in available_devices() else []),
+]
+
+
+@pytest.mark.parametrize("spec", BAD_SPECS, ids=lambda spec: repr(spec).splitlines()[0])
+def test_bad_spec_raises_one_line_naming_it_and_the_available_devices(spec):
+    with pytest.raises(DeviceError) as info:
+        resolve_device(spec)
+    message = str(info.value)
+    shown = repr(str(spec)) if isinstance(spec, torch.device) else repr(spec).splitlines()[0][:50]
+    assert isinstance(info.value, ValueError)
+    assert "\n" not in message
+    assert shown in message
+    assert message.endswith("available: " + ", ".join(available_devices()))
+
+
+@pytest.mark.parametrize("spec", [True, False, 0.0, 1.5])
+def test_bools_and_floats_are_refused_as_types_not_read_as_indices(spec):
+    with pytest.raises(DeviceError, match=f"not {type(spec).__name__} {spec!r};"):
+        resolve_device(spec)
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("cpu", CPU), (" CPU ", CPU), ("cpu:0", CPU), ("Meta", META), ("\tmeta\n", META),
+    (CPU, CPU), (torch.device("cpu", 0), CPU),
+])
+def test_spec_is_normalised_whatever_its_case_spacing_or_form(spec, expected):
+    assert resolve_device(spec) == expected
+
+
+def test_resolved_device_equals_what_tensors_there_report(device):
+    resolved = resolve_device(str(device))
+    assert resolved == device
+    assert torch.empty(1, device=resolved).device == resolved
+
+
+def test_auto_and_none_pick_the_first_available_device():
+    picked = resolve_device("auto")
+    assert picked == resolve_device(None) == resolve_device(" AUTO ")
+    assert picked.type == torch.device(available_devices()[0]).type
+
+
+def test_auto_under_torchrun_follows_local_rank(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    expected = torch.device("cuda", 0) if CUDA_COUNT else resolve_device(available_devices()[0])
+    assert resolve_device("auto") == expected
+
+
+# --- module_device and DeviceAwareMixin -----------------------------------------------------
+
+def test_module_split_across_devices_names_the_tensors():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    model[1].to(META)
+    with pytest.raises(DeviceError) as info:
+        module_device(model)
+    message = str(info.value)
+    assert "\n" not in message
+    for part in ("cpu: 0.weight, 0.bias", "meta: 1.weight, 1.bias"):
+        assert part in message
+
+
+def test_module_device_counts_buffers_not_just_parameters():
+    norm = nn.BatchNorm1d(4)
+    norm.running_mean = norm.running_mean.to(META)  # the kind of stray buffer next(parameters()) misses
+    with pytest.raises(DeviceError, match=r"meta: running_mean"):
+        module_device(norm)
+
+
+def test_module_with_only_buffers_is_where_its_buffers_are(device):
+    holder = nn.Module()
+    holder.register_buffer("table", torch.zeros(3, device=device))
+    assert module_device(holder) == device
+
+
+def test_module_without_tensors_answers_the_default_device():
+    assert module_device(nn.ReLU()) == CPU
+    with torch.device("meta"):
+        assert module_device(nn.ReLU()) == META
+
+
+def test_mixin_device_and_dtype_follow_to_half_and_cpu(device):
+    net = Net().to(device)
+    assert (net.device, net.dtype) == (device, torch.float32)
+    net.half()
+    assert (net.device, net.dtype) == (device, torch.float16)  # the long buffer does not count
+    if device.type != "meta":  # meta tensors hold no data to copy back; to_empty is the way out
+        assert net.cpu().device == CPU
+
+
+def test_mixin_device_follows_to_empty(device):
+    with torch.device("meta"):
+        net = Net()
+    assert net.device == META
+    net.to_empty(device=device)
+    assert (net.device, net.dtype) == (device, torch.float32)
+
+
+def test_mixin_adds_no_parameter_and_nothing_to_the_state_dict():
+    plain = nn.Sequential(nn.Linear(4, 4))
+    block = Block()
+    assert set(block.state_dict()) == {"linear.weight", "linear.bias", "steps"}
+    assert len(list(block.parameters())) == len(list(plain.parameters()))
+
+
+def test_nested_mixin_modules_each_report_their_own_device():
+    net = Net()
+    net.blocks[1].to(META)
+    assert (net.blocks[0].device, net.blocks[1].device) == (CPU, META)
+    with pytest.raises(DeviceError, match=r"meta: blocks\.1\.linear\.weight"):
+        net.device
+
+
+def test_mixin_dtype_without_floating_tensors_is_the_default_dtype():
+    holder = Block()
+    del holder.linear
+    assert holder.dtype == torch.get_default_dtype()
+
+
+# --- move_to, on_device, use_device ------------------------------------------------------------
+
+def test_move_to_reaches_every_tensor_in_a_nested_batch_and_leaves_the_rest(device):
+    tag = object()
+    batch = {
+        "images": torch.ones(2, 3),
+        "pairs": [Pair(torch.zeros(1), "a"), (torch.arange(3), tag)],
+        "sample": Sample(torch.ones(1), 7, {"mask": torch.zeros(2)}),
+        "counts": collections.defaultdict(int, n=torch.ones(1)),
+        "note": "keep",
+        "lr": 0.1,
+    }
+    moved = move_to(batch, device)
+    tensors = [moved["images"], moved["pairs"][0].image, moved["pairs"][1][0],
+               moved["sample"].image, moved["sample"].extra["mask"], moved["counts"]["n"]]
+    assert [t.device for t in tensors] == [device] * len(tensors)
+    assert type(moved["pairs"][0]) is Pair and type(moved["pairs"][1]) is tuple
+    assert type(moved["sample"]) is Sample and moved["counts"].default_factory is int
+    assert moved["pairs"][1][1] is tag and moved["pairs"][0].name == "a" and moved["sample"].label == 7
+    assert (moved["note"], moved["lr"]) == ("keep", 0.1)
+    assert batch["images"].device == CPU  # the caller's batch is not modified
+
+
+def test_on_device_moves_nested_tensor_arguments_before_the_call(device):
+    @on_device(device)
+    def step(batch: dict, scale: torch.Tensor, *, mask: torch.Tensor, name: str) -> list:
+        x, (y, count) = batch["x"], batch["pair"]
+        return [x.device, y.device, scale.device, mask.device, name, count]
+
+    batch = {"x": torch.ones(2), "pair": (torch.ones(1), 3)}
+    seen = step(batch, torch.tensor(2.0), mask=torch.ones(2), name="n")
+    assert seen == [device] * 4 + ["n", 3]
+    assert step.__name__ == "step"
+
+
+def test_on_device_reads_a_callable_device_at_call_time():
+    current = {"device": CPU}
+
+    @on_device(lambda: current["device"])
+    def where(x: torch.Tensor) -> torch.device:
+        return x.device
+
+    assert where(torch.ones(1)) == CPU
+    current["device"] = META
+    assert where(torch.ones(1)) == META
+
+
+@pytest.mark.parametrize("spec", ["cpu", "meta", "mps", "cuda"])
+def test_use_device_is_a_no_op_off_cuda_and_for_bare_cuda(spec):
+    before = torch.cuda.current_device() if CUDA_COUNT else None
+    with use_device(spec) as inside:
+        assert inside == torch.device(spec)
+    assert (torch.cuda.current_device() if CUDA_COUNT else None) == before
+
+
+# --- same_device, device_report ---------------------------------------------------------------
+
+def test_same_device_names_each_culprit_and_its_device():
+    with pytest.raises(DeviceError) as info:
+        same_device(images=torch.ones(1), labels=torch.ones(1, device=META), model=nn.Linear(1, 1))
+    assert "images on cpu, labels on meta, model on cpu" in str(info.value)
+
+
+def test_same_device_returns_the_shared_device(device):
+    assert same_device(x=torch.ones(1, device=device), model=nn.Linear(1, 1).to(device)) == device
+
+
+def test_device_report_counts_tensors_elements_and_bytes_per_device_and_dtype():
+    model = nn.Module()
+    model.a = nn.Linear(4, 3)  # 15 float32 = 60 B
+    model.b = nn.Linear(3, 2).half()  # 8 float16 = 16 B
+    model.c = nn.Linear(2, 2).to(META)  # 6 float32 = 24 B, counted though meta holds no data
+    model.register_buffer("steps", torch.zeros(2, dtype=torch.long))  # 2 int64 = 16 B
+    lines = device_report(model).splitlines()
+    rows = {tuple(line.split()[:3]): line.split()[3:] for line in lines[1:-1]}
+    assert lines[0].split() == ["kind", "device", "dtype", "tensors", "elements", "bytes"]
+    assert rows == {
+        ("param", "cpu", "float32"): ["2", "15", "60", "B"],
+        ("param", "cpu", "float16"): ["2", "8", "16", "B"],
+        ("param", "meta", "float32"): ["2", "6", "24", "B"],
+        ("buffer", "cpu", "int64"): ["1", "2", "16", "B"],
+    }
+    assert lines[-1].split() == ["total", "7", "31", "116", "B"]
+    assert len({len(line) for line in lines}) == 1  # right-aligned numbers: every row as wide
+
+
+# --- DeviceGuard --------------------------------------------------------------------------------
+
+def test_guard_names_the_submodule_path_and_both_devices():
+    net = Net()
+    net.blocks[1].to(META)
+    with DeviceGuard(net), pytest.raises(DeviceError) as info:
+        net(torch.ones(2, 3))
+    message = str(info.value)
+    assert "blocks.1 (Block)" in message and "on meta" in message and "is on cpu" in message
+
+
+def test_guard_is_silent_when_everything_is_on_one_device(device):
+    net = Net().to(device)
+    with DeviceGuard(net):
+        assert net(torch.ones(2, 3, device=device)).device == device
+
+
+def test_guard_notices_a_move_made_after_it_was_created():
+    net = Net()
+    guard = DeviceGuard(net)
+    net(torch.ones(2, 3))  # fills the guard's cache with cpu
+    net.to(META)
+    expected = r"stem \(Linear\) holds its tensors on meta but input 0 is on cpu"
+    with pytest.raises(DeviceError, match=expected):
+        net(torch.ones(2, 3))
+    guard.remove()
+
+
+def test_guard_looks_inside_nested_and_keyword_inputs():
+    scale = Scale().to(META)
+    with DeviceGuard(scale), pytest.raises(DeviceError, match=r"input 'batch' is on cpu"):
+        scale(batch={"x": torch.ones(4)})
+
+
+def test_guard_lets_cpu_scalars_through_as_pytorch_does():
+    scale = Scale().to(META)
+    with DeviceGuard(scale):
+        out = scale({"x": torch.ones(4, device=META), "temperature": torch.tensor(2.0)})
+    assert out.device == META
+
+
+def test_guard_is_silent_once_removed():
+    net = Net()
+    net.blocks[1].to(META)
+    guard = DeviceGuard(net)
+    guard.remove()
+    guard.remove()  # twice is harmless
+    with pytest.raises(RuntimeError):  # PyTorch's own error, not the guard's DeviceError (a ValueError)
+        net(torch.ones(2, 3))
+
+
+# --- python -m <package>.devices ----------------------------------------------------------------
+
+def test_cli_lists_cpu_and_what_auto_picks():
+    result = subprocess.run([sys.executable, "-m", resolve_device.__module__], cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    cpu_rows = [line.split() for line in result.stdout.splitlines() if line.startswith("cpu ")]
+    assert len(cpu_rows) == 1 and cpu_rows[0][-1] == "yes"  # bf16: CPU autocast supports it
+    assert f"auto -> {describe_device(resolve_device('auto'))}" in result.stdout
+
+
+def test_cli_exits_2_with_one_line_for_a_bad_spec(capsys):
+    assert main(["gpu"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "'gpu'" in error and "available: " in error
+
+
+# --- CUDA only ------------------------------------------------------------------------------------
+
+@pytest.mark.cuda
+@pytest.mark.skipif(CUDA_COUNT < 1, reason="needs a CUDA device")
+def test_bare_cuda_and_dot_cuda_mean_the_current_indexed_device():
+    current = torch.device("cuda", torch.cuda.current_device())
+    assert resolve_device("cuda") == resolve_device(current.index) == current
+    net = Net().cuda()
+    assert net.device == current
+    assert net.cpu().device == CPU
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(CUDA_COUNT < 1, reason="needs a CUDA device")
+def test_pinned_batch_copied_non_blocking_arrives_intact():
+    device = resolve_device("cuda")
+    batch = {"images": torch.randn(8, 3, 4, 4).pin_memory(), "labels": torch.arange(8).pin_memory(),
+             "ids": list("abcdefgh")}
+    assert batch["images"].is_pinned()
+    moved = move_to(batch, device, non_blocking=True)
+    torch.cuda.current_stream(device).synchronize()  # non_blocking: the copy may still be in flight
+    assert moved["images"].device == moved["labels"].device == device
+    assert torch.equal(moved["images"].cpu(), batch["images"])
+    assert torch.equal(moved["labels"].cpu(), batch["labels"])
+    assert moved["ids"] == batch["ids"]
+
+
+@pytest.mark.cuda
+@pytest.mark.multi_gpu
+@pytest.mark.skipif(CUDA_COUNT < 2, reason="needs two CUDA devices")
+def test_training_step_on_cuda_1_allocates_nothing_on_cuda_0():
+    gc.collect()
+    before = torch.cuda.memory_allocated(0)  # 0 in a fresh process; other tests' garbage must not count
+    device = resolve_device("cuda:1")
+    assert torch.cuda.current_device() == 1
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    images, labels = move_to((torch.randn(4, 8), torch.tensor([0, 1, 0, 1])), device)
+    nn.functional.cross_entropy(model(images), labels).backward()
+    optimizer.step()
+    torch.cuda.synchronize(device)
+    assert torch.cuda.memory_allocated(0) == before
+    assert torch.cuda.memory_allocated(1) > 0
+
+
+@pytest.mark.cuda
+@pytest.mark.multi_gpu
+@pytest.mark.skipif(CUDA_COUNT < 2, reason="needs two CUDA devices")
+def test_use_device_and_torchrun_auto_select_cuda_1(monkeypatch):
+    torch.cuda.set_device(0)
+    with use_device("cuda:1"):
+        assert torch.cuda.current_device() == 1
+    assert torch.cuda.current_device() == 0
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert resolve_device("auto") == torch.device("cuda", 1)
