@@ -21,7 +21,7 @@ from {{ cookiecutter.package_name }}.checkpoint import load_checkpoint, load_mod
 from {{ cookiecutter.package_name }}.cli import run_cli
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import DEMO_IMAGE_SIZE, DEMO_ROOT, build_loader, class_counts, load_splits, write_demo_dataset
-from {{ cookiecutter.package_name }}.devices import describe_device
+from {{ cookiecutter.package_name }}.devices import DeviceGuard, describe_device, device_report
 from {{ cookiecutter.package_name }}.engine import evaluate, train_one_epoch
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy, balanced_class_weights
 from {{ cookiecutter.package_name }}.model import build_model
@@ -54,7 +54,9 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-smoothing", type=float, default=d.label_smoothing)
     p.add_argument("--out", default=d.out, help="run directory for checkpoints, metrics and plots")
     p.add_argument("--resume", default=d.resume, help="a checkpoint file or a run directory to continue")
-    p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
+    p.add_argument("--verbose", action="store_true", help="print the model's device report, and tracebacks on failure")
+    p.add_argument("--debug-devices", action="store_true",
+                   help="guard every submodule: a misplaced input names the submodule and both devices")
     return p
 
 
@@ -164,12 +166,16 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
     plot_curves(out / "curves.png", run.rows)
 
 
-def train(cfg: TrainConfig) -> int:
+def train(cfg: TrainConfig, *, verbose: bool = False, debug_devices: bool = False) -> int:
     """Build everything, then train; nothing is written until all inputs have been checked."""
     check_numbers(cfg)
     device = config.configure_device(cfg.device)
     print(f"device: {describe_device(device)}", flush=True)
     run = Run(cfg, device)
+    if verbose:
+        print(device_report(run.model), flush=True)
+    if debug_devices:
+        DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's
     if cfg.resume:
         run.resume(cfg.resume)
     out = Path(cfg.out)
@@ -187,7 +193,8 @@ def train(cfg: TrainConfig) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Parse flags and train; returns the exit code."""
     args = get_args_parser().parse_args(argv)
-    return run_cli(lambda: train(config_from_args(args)), verbose=args.verbose)
+    return run_cli(lambda: train(config_from_args(args), verbose=args.verbose, debug_devices=args.debug_devices),
+                   verbose=args.verbose)
 
 
 if __name__ == "__main__":

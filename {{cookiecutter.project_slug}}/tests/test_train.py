@@ -81,3 +81,14 @@ def test_cli_process_prints_no_traceback_on_bad_device(tmp_path):
                             cwd=PROJECT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "cuda:7" in result.stderr
+
+
+def test_verbose_and_device_guard_flags_train_and_report(tiny_data, tmp_path, capsys):
+    """--verbose prints the per-device report; --debug-devices guards a run that is placed correctly."""
+    code = train.main(["--data", str(tiny_data), "--device", "cpu", "--epochs", "1", "--batch-size", "12",
+                       "--image-size", "32", "--out", str(tmp_path / "run"), "--precision", "fp32",
+                       "--parallel", "none", "--verbose", "--debug-devices"])
+    out = capsys.readouterr().out
+    assert code == 0
+    param_rows = [line.split() for line in out.splitlines() if line.startswith("param")]
+    assert param_rows and param_rows[0][1:3] == ["cpu", "float32"]
