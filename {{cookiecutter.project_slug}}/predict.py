@@ -43,6 +43,11 @@ def get_args_parser() -> argparse.ArgumentParser:
     return p
 
 
+def warn(message: str) -> None:
+    """A warning line on stderr, so that stdout stays a clean table or JSON."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def is_image(path: Path) -> bool:
     """Whether the file name has one of the extensions torchvision's ImageFolder reads."""
     return path.suffix.lower() in IMG_EXTENSIONS
@@ -125,7 +130,6 @@ def predict(args: argparse.Namespace) -> int:
     """Load the model once, classify every readable input in batches, print a row each."""
     if args.topk < 1 or args.batch_size < 1 or args.workers < 0:
         raise DataError("--topk and --batch-size must be at least 1, --workers at least 0")
-    warn = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     device = config.configure_device(args.device)
     state = load_checkpoint(args.checkpoint, map_location="cpu")
     model = model_from_checkpoint(state, device, args.checkpoint).eval()
