@@ -1,46 +1,164 @@
 """Classify images with a trained checkpoint.
 
-    python predict.py runs/latest/best.pt photo1.png photo2.jpg --device cpu
+    python predict.py runs/latest/best.pt photo.jpg holiday/ 'scans/**/*.png' --topk 3
 
-Prints one row per image: path, label, probability. Exit codes: 0 done, 1 failure, 2 bad input.
+Inputs are image files, folders (searched recursively for images) and glob patterns. Prints
+an aligned table (path, label, probability), or a JSON list with --json. Unreadable images
+are reported on stderr (`warning: skipped PATH: REASON`) and the rest are still classified.
+Exit codes: 0 done, 1 failure, 2 bad input (including: no readable image at all).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import json
 import sys
+from pathlib import Path
+from typing import Callable, Iterator
 
 import torch
+from torch.utils.data import DataLoader, Dataset
+from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from {{ cookiecutter.package_name }} import config
 from {{ cookiecutter.package_name }}.checkpoint import load_checkpoint
 from {{ cookiecutter.package_name }}.cli import run_cli
-from {{ cookiecutter.package_name }}.data import build_transforms, load_rgb
+from {{ cookiecutter.package_name }}.data import DataError, build_transforms, load_rgb
 from {{ cookiecutter.package_name }}.model import model_from_checkpoint
 
 
 def get_args_parser() -> argparse.ArgumentParser:
     """The prediction flags."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory")
-    p.add_argument("images", nargs="+", help="image files")
+    p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders or glob patterns")
     p.add_argument("--device", default=None, help=f"default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE}")
-    p.add_argument("--verbose", action="store_true")
+    p.add_argument("--half", action="store_true", help="run in half precision (fp16 on GPUs, bf16 on CPU)")
+    p.add_argument("--topk", type=int, default=1, metavar="K", help="show the K most likely labels per image")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
     return p
 
 
+def warn(message: str) -> None:
+    """A warning line on stderr, so that stdout stays a clean table or JSON."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def is_image(path: Path) -> bool:
+    """Whether the file name has one of the extensions torchvision's ImageFolder reads."""
+    return path.suffix.lower() in IMG_EXTENSIONS
+
+
+def expand_inputs(inputs: list[str], warn: Callable[[str], None]) -> list[Path]:
+    """Files as given, folders searched recursively for images, globs expanded; in order, no repeats."""
+    found: dict[Path, None] = {}  # an ordered set
+    for item in inputs:
+        path = Path(item)
+        if path.is_file():
+            found[path] = None
+        elif path.is_dir():
+            found.update((p, None) for p in sorted(path.rglob("*")) if p.is_file() and is_image(p))
+        elif glob.has_magic(item):
+            matches = [Path(m) for m in sorted(glob.glob(item, recursive=True))]
+            for match in matches:
+                found.update(expand_inputs([str(match)], warn) if match.is_dir() else [(match, None)])
+            if not matches:
+                warn(f"warning: skipped {item}: no file matches")
+        else:
+            warn(f"warning: skipped {item}: no such file or directory")
+    return list(found)
+
+
+class ImagePaths(Dataset):
+    """Images by path; an unreadable one yields its error instead of a tensor, for the collate to drop."""
+
+    def __init__(self, paths: list[Path], transform: Callable):
+        self.paths, self.transform = paths, transform
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor | None, int, str | None]:
+        path = str(self.paths[index])
+        try:
+            return self.transform(load_rgb(path)), index, None  # (3, H, W), on the CPU
+        except DataError as error:  # the warning names the path itself; keep only the why
+            return None, index, str(error).removeprefix(f"cannot read image {path}: ")
+
+
+def collate_readable(batch: list) -> tuple[torch.Tensor | None, list[int], list[tuple[int, str]]]:
+    """Stack the readable images; return the unreadable ones' indices and reasons separately."""
+    readable = [(image, index) for image, index, error in batch if error is None]
+    failed = [(index, error) for _, index, error in batch if error is not None]
+    images = torch.stack([image for image, _ in readable]) if readable else None  # (B, 3, H, W)
+    return images, [index for _, index in readable], failed
+
+
+def half_dtype(device: torch.device) -> torch.dtype:
+    """fp16 where accelerators run it fast; bf16 on the CPU, whose fp16 kernels are few and slow."""
+    return torch.bfloat16 if device.type == "cpu" else torch.float16
+
+
+def top_predictions(model: torch.nn.Module, loader: DataLoader, device: torch.device, k: int,
+                    warn: Callable[[str], None]) -> Iterator[tuple[int, list[float], list[int]]]:
+    """Yield (input index, top-k probabilities, top-k class indices) per readable image, in order."""
+    dtype = next(model.parameters()).dtype
+    with torch.inference_mode():
+        for images, indices, failed in loader:
+            for index, reason in failed:
+                warn(f"warning: skipped {loader.dataset.paths[index]}: {reason}")
+            if images is None:
+                continue
+            # the user's images arrive on the CPU: move and cast them to match the model
+            logits = model(images.to(device, dtype=dtype, non_blocking=True))  # (B, C)
+            probs, classes = logits.float().softmax(dim=1).topk(k, dim=1)  # (B, k) each
+            yield from zip(indices, probs.tolist(), classes.tolist())
+
+
+def format_row(path: str, labels: list[str], probs: list[float], width: int, label_width: int) -> str:
+    """One table row: path, then label and probability (several pairs for --topk > 1)."""
+    if len(labels) == 1:
+        return f"{path:<{width}}  {labels[0]:<{label_width}}  {probs[0]:.3f}"
+    return f"{path:<{width}}  " + ", ".join(f"{label} {p:.3f}" for label, p in zip(labels, probs))
+
+
 def predict(args: argparse.Namespace) -> int:
-    """Load the model once, classify every image, print a row each."""
+    """Load the model once, classify every readable input in batches, print a row each."""
+    if args.topk < 1 or args.batch_size < 1 or args.workers < 0:
+        raise DataError("--topk and --batch-size must be at least 1, --workers at least 0")
     device = config.configure_device(args.device)
     state = load_checkpoint(args.checkpoint, map_location="cpu")
     model = model_from_checkpoint(state, device, args.checkpoint).eval()
-    transform = build_transforms(state["image_size"], train=False)
-    images = torch.stack([transform(load_rgb(path)) for path in args.images])  # (N, 3, H, W)
-    with torch.inference_mode():
-        probs = model(images.to(device)).softmax(dim=1)  # (N, C)
-    confidence, index = probs.max(dim=1)
-    for path, p, i in zip(args.images, confidence.tolist(), index.tolist()):
-        print(f"{path}\t{state['class_names'][i]}\t{p:.3f}")
+    if args.half:
+        model = model.to(half_dtype(device))
+    class_names = state["class_names"]
+    paths = expand_inputs(args.inputs, warn)
+    if not paths:
+        raise DataError(f"no images found in {' '.join(args.inputs)}")
+    dataset = ImagePaths(paths, build_transforms(state["image_size"], train=False))
+    loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
+                        collate_fn=collate_readable, pin_memory=device.type == "cuda")
+    k = min(args.topk, len(class_names))
+    width, label_width = max(len(str(p)) for p in paths), max(len("label"), *map(len, class_names))
+    if not args.json:
+        header = "probability" if k == 1 else f"top-{k} (label probability)"
+        print(f"{'path':<{width}}  " + (f"{'label':<{label_width}}  " if k == 1 else "") + header)
+    results, rows = [], 0
+    for index, probs, classes in top_predictions(model, loader, device, k, warn):
+        labels, rows = [class_names[c] for c in classes], rows + 1
+        if args.json:
+            results.append({"path": str(paths[index]), "label": labels[0], "probability": round(probs[0], 6),
+                            "topk": [{"label": l, "probability": round(p, 6)} for l, p in zip(labels, probs)]})
+        else:
+            print(format_row(str(paths[index]), labels, probs, width, label_width), flush=True)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    if rows == 0:
+        raise DataError(f"none of the {len(paths)} image(s) could be read")
     return 0
 
 

@@ -25,7 +25,7 @@ from {{ cookiecutter.package_name }}.devices import DeviceGuard, describe_device
 from {{ cookiecutter.package_name }}.engine import evaluate, train_one_epoch
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy, balanced_class_weights
 from {{ cookiecutter.package_name }}.model import build_model
-from {{ cookiecutter.package_name }}.outputs import plot_curves, read_metrics, write_json, write_metrics
+from {{ cookiecutter.package_name }}.outputs import plot_curves, read_metrics, run_environment, write_json, write_metrics
 from {{ cookiecutter.package_name }}.parallel import is_main_process, unwrap
 from {{ cookiecutter.package_name }}.precision import make_policy
 
@@ -180,7 +180,8 @@ def train(cfg: TrainConfig, *, verbose: bool = False, debug_devices: bool = Fals
         run.resume(cfg.resume)
     out = Path(cfg.out)
     write_json(out / "config.json", {**cfg.to_dict(), "resolved_device": str(device),
-                                     "image_size": run.image_size, "class_names": run.class_names})
+                                     "image_size": run.image_size, "class_names": run.class_names,
+                                     "environment": run_environment()})  # versions and command, to rerun it
     for epoch in range(run.start_epoch, cfg.epochs + 1):
         row = run_epoch(run, epoch)
         save_epoch(run, row, out)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 
-import predict
 import train
 from {{ cookiecutter.package_name }}.outputs import METRICS_COLUMNS
 
@@ -44,14 +43,24 @@ def test_checkpoint_loads_with_plain_torch_on_cpu(trained_run):
     assert not any(k.startswith(("module.", "_orig_mod.")) for k in state["model"])
 
 
-def test_predict_prints_a_label_and_probability_per_image(trained_run, tiny_data, capsys):
-    """predict.py loads the checkpoint and prints one row per image."""
-    images = [str(p) for p in sorted((tiny_data / "val" / "square").glob("*.png"))[:2]]
-    assert predict.main([str(trained_run / "best.pt"), *images, "--device", "cpu"]) == 0
-    rows = capsys.readouterr().out.strip().splitlines()
-    assert len(rows) == 2
-    _, label, probability = rows[0].split("\t")
-    assert label in ("circle", "square", "triangle", "cross") and 0.0 <= float(probability) <= 1.0
+def test_curves_png_and_config_json_describe_the_run(trained_run):
+    """curves.png draws train and val loss and accuracy for each epoch run; config.json can rerun it."""
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    from {{ cookiecutter.package_name }}.outputs import read_metrics
+    from {{ cookiecutter.package_name }}.plots import curves_figure
+
+    figure = curves_figure(read_metrics(trained_run / "metrics.csv"))
+    assert [len(axis.get_lines()) for axis in figure.axes] == [2, 2]
+    assert all(list(line.get_xdata()) == [1, 2] for axis in figure.axes for line in axis.get_lines())
+    with Image.open(trained_run / "curves.png") as image:
+        assert np.asarray(image.convert("RGB")).std() > 10
+    recorded = json.loads((trained_run / "config.json").read_text())
+    assert recorded["epochs"] == 2 and recorded["resolved_device"] == "cpu"
+    assert recorded["environment"]["torch"] == torch.__version__
 
 
 BAD_DEVICES = ["gpu", "tpu", "cuda:x", "cuda:-1", "cuda:99", "mps:3", "cpu:1", "cuda0", "", "cuda:1:2", "xla"]

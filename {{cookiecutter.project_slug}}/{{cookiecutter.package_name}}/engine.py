@@ -64,7 +64,7 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
         correct += (logits.argmax(dim=1) == targets).sum()
         seen += targets.size(0)
         if progress and step % log_every == 0:
-            bar.set_postfix(_summary(loss_sum, correct, seen))
+            bar.set_postfix({**_summary(loss_sum, correct, seen), "img/s": f"{seen / (time.perf_counter() - start):.0f}"})
     totals = _summary(loss_sum, correct, seen)
     return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)
 

@@ -1,10 +1,15 @@
-"""A run directory's files: config.json, metrics.csv and curves.png, each written atomically."""
+"""A run directory's files: config.json, metrics.csv and curves.png, each written atomically.
+
+The pictures themselves are drawn in plots.py; this module only writes bytes and rows.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import platform
+import sys
 from pathlib import Path
 
 from .checkpoint import atomic_file
@@ -21,6 +26,15 @@ def write_atomic(path: Path, data: bytes) -> None:
 def write_json(path: Path, obj: dict) -> None:
     """Write `obj` as indented JSON."""
     write_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def run_environment() -> dict:
+    """What else a rerun needs besides the flags: the command line and the library versions."""
+    import torch
+    import torchvision
+
+    return {"command": [Path(sys.argv[0]).name, *sys.argv[1:]], "python": platform.python_version(),
+            "torch": torch.__version__, "torchvision": torchvision.__version__, "platform": platform.platform()}
 
 
 def write_metrics(path: Path, rows: list[dict]) -> None:
@@ -42,23 +56,7 @@ def read_metrics(path: Path) -> list[dict]:
 
 
 def plot_curves(path: Path, rows: list[dict]) -> None:
-    """Loss and accuracy per epoch, train and val, as a PNG."""
-    import matplotlib
+    """Loss and accuracy per epoch, train and val, as a PNG (see plots.curves_figure)."""
+    from .plots import curves_figure, save_figure  # matplotlib loads only when a plot is drawn
 
-    matplotlib.use("Agg")  # no display needed; must precede pyplot
-    import matplotlib.pyplot as plt
-
-    epochs = [row["epoch"] for row in rows]
-    figure, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(9, 3.5))
-    for split in ("train", "val"):
-        loss_ax.plot(epochs, [row[f"{split}_loss"] for row in rows], marker="o", label=split)
-        acc_ax.plot(epochs, [row[f"{split}_acc"] for row in rows], marker="o", label=split)
-    for axis, title in ((loss_ax, "loss"), (acc_ax, "accuracy")):
-        axis.set_title(title)
-        axis.set_xlabel("epoch")
-        axis.legend()
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
-    plt.close(figure)
-    write_atomic(path, buffer.getvalue())
+    save_figure(curves_figure(rows), path)

@@ -1,0 +1,106 @@
+"""evaluate.py and metrics.py: accuracy, per-class precision/recall, and the confusion-matrix PNG."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import evaluate
+from conftest import DEVICES
+from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
+from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, build_loader, image_folder
+from {{ cookiecutter.package_name }}.engine import evaluate as engine_evaluate
+from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
+from {{ cookiecutter.package_name }}.metrics import class_report, new_confusion, update_confusion
+from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.precision import make_policy
+
+CLASSES = sorted(DEMO_CLASSES)
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    """A real checkpoint of the project's default model for the tiny data's four classes."""
+    torch.manual_seed(0)
+    cfg = TrainConfig(device="cpu", pretrained=False)
+    model = build_model(cfg.backbone, len(CLASSES), pretrained=False, device=CPU)
+    state = {"model": model_state(model), "config": cfg.to_dict(), "class_names": CLASSES, "image_size": 32, "epoch": 1}
+    return save_checkpoint(tmp_path_factory.mktemp("run") / "best.pt", state)
+
+
+def test_evaluate_prints_accuracy_and_a_row_per_class_and_writes_the_png(checkpoint, tiny_data, capsys):
+    """Exit 0; accuracy line, a precision/recall row per class, and confusion_val.png beside the checkpoint."""
+    code = evaluate.main([str(checkpoint), "--data", str(tiny_data), "--device", "cpu", "--batch-size", "5"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[0].startswith("val: accuracy ") and "(12 images, 4 classes" in out[0]
+    assert out[1].split() == ["class", "precision", "recall", "support"]
+    assert [row.split()[0] for row in out[2:6]] == CLASSES
+    assert all(row.split()[3] == "3" for row in out[2:6])
+    png = checkpoint.parent / "confusion_val.png"
+    assert out[-1] == f"confusion matrix: {png}"
+    with Image.open(png) as image:
+        assert np.asarray(image.convert("RGB")).std() > 10
+
+
+def test_accuracy_agrees_with_the_training_engine(checkpoint, tiny_data):
+    """The confusion matrix's accuracy equals engine.evaluate's on the same model and data."""
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    model = evaluate.model_from_checkpoint(state, CPU)
+    loader = build_loader(image_folder(tiny_data, "val", 32, train=False), 4, CPU, train=False)
+    matrix, loss = evaluate.confusion_and_loss(model, loader, CPU, len(CLASSES))
+    stats = engine_evaluate(model, WeightedCrossEntropy(torch.ones(4)), loader, CPU,
+                            policy=make_policy("fp32", CPU), progress=False)
+    assert matrix.sum() == 12 and matrix.shape == (4, 4)
+    assert class_report(matrix).accuracy == pytest.approx(stats.acc)
+    assert loss == pytest.approx(stats.loss, rel=1e-4)
+
+
+def test_out_flag_and_split_choose_where_and_what(checkpoint, tiny_data, tmp_path, capsys):
+    """--split train measures train/ (24 images); --out puts the PNG where asked."""
+    out = tmp_path / "figures" / "cm.png"
+    code = evaluate.main([str(checkpoint), "--data", str(tiny_data), "--split", "train", "--out", str(out),
+                          "--device", "cpu"])
+    assert code == 0 and out.stat().st_size > 0
+    assert "(24 images" in capsys.readouterr().out
+
+
+def test_class_report_matches_hand_computed_precision_and_recall():
+    """Rows are true classes, columns predictions; a class never predicted has precision 0, not NaN."""
+    report = class_report(torch.tensor([[2, 1, 0], [0, 3, 0], [1, 0, 0]]))
+    assert report.accuracy == pytest.approx(5 / 7)
+    assert report.precision == pytest.approx([2 / 3, 3 / 4, 0.0])
+    assert report.recall == pytest.approx([2 / 3, 1.0, 0.0])
+    assert report.support == [3, 3, 1]
+
+
+@pytest.mark.parametrize("device", [d for d in DEVICES if d != "meta"])  # bincount needs real values
+def test_confusion_accumulates_on_the_device_of_the_predictions(device):
+    """update_confusion counts (true, predicted) pairs with bincount, the matrix staying on its device."""
+    device = torch.device(device)
+    matrix = new_confusion(3, device)
+    update_confusion(matrix, torch.tensor([0, 1, 1, 2], device=device), torch.tensor([0, 1, 2, 2], device=device))
+    update_confusion(matrix, torch.tensor([2], device=device), torch.tensor([0], device=device))
+    assert matrix.device == device
+    assert matrix.cpu().tolist() == [[1, 0, 1], [0, 1, 0], [0, 1, 1]]
+
+
+def test_classes_that_differ_from_the_checkpoint_exit_2(checkpoint, tmp_path, capsys):
+    """A split whose class folders are not the checkpoint's is one error line and exit 2, no PNG."""
+    for name in ("apple", "pear"):
+        (tmp_path / "val" / name).mkdir(parents=True)
+        Image.new("RGB", (32, 32)).save(tmp_path / "val" / name / "0.png")
+    code = evaluate.main([str(checkpoint), "--data", str(tmp_path), "--device", "cpu", "--out", str(tmp_path / "cm.png")])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and "apple" in err[0]
+    assert not (tmp_path / "cm.png").exists()
+
+
+def test_missing_split_exits_2(checkpoint, tiny_data, capsys):
+    """A --split with no folder is a user error, not a traceback."""
+    assert evaluate.main([str(checkpoint), "--data", str(tiny_data), "--split", "test", "--device", "cpu"]) == 2
+    assert "test" in capsys.readouterr().err

@@ -1,0 +1,68 @@
+"""Pictures of a run: training curves and a confusion matrix.
+
+Each builder returns a matplotlib `Figure` (object-oriented API, no pyplot state, no display
+backend) so that tests and notebooks can inspect what was drawn; `save_figure` writes it as a
+PNG atomically. matplotlib is imported here only, so training without plots never loads it.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from matplotlib.figure import Figure
+
+from .outputs import write_atomic
+
+
+def curves_figure(rows: Sequence[dict]) -> Figure:
+    """Loss and accuracy per epoch, one line each for train and val (four lines in all)."""
+    epochs = [row["epoch"] for row in rows]
+    figure = Figure(figsize=(9, 3.5))
+    loss_ax, acc_ax = figure.subplots(1, 2)
+    for split in ("train", "val"):
+        loss_ax.plot(epochs, [row[f"{split}_loss"] for row in rows], marker="o", label=split)
+        acc_ax.plot(epochs, [row[f"{split}_acc"] for row in rows], marker="o", label=split)
+    for axis, title in ((loss_ax, "loss"), (acc_ax, "accuracy")):
+        axis.set_title(title)
+        axis.set_xlabel("epoch")
+        axis.set_xticks(epochs)  # whole epochs only, even for a one- or two-epoch run
+        axis.grid(alpha=0.3)
+        axis.legend()
+    acc_ax.set_ylim(0.0, 1.02)
+    figure.tight_layout()
+    return figure
+
+
+def confusion_figure(matrix: torch.Tensor, class_names: Sequence[str]) -> Figure:
+    """A C x C confusion matrix (rows: true class, columns: predicted) with a count in each cell."""
+    counts = torch.as_tensor(matrix).cpu()  # (C, C)
+    size = max(4.0, 0.6 * len(class_names) + 2.0)
+    figure = Figure(figsize=(size + 1.0, size))
+    axis = figure.subplots()
+    image = axis.imshow(counts.numpy(), cmap="Blues", vmin=0)
+    figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
+    ticks = range(len(class_names))
+    axis.set_xticks(ticks, labels=list(class_names), rotation=45, ha="right")
+    axis.set_yticks(ticks, labels=list(class_names))
+    axis.set_xlabel("predicted")
+    axis.set_ylabel("true")
+    threshold = counts.max().item() / 2
+    for row in range(len(counts)):
+        for col in range(len(counts)):
+            count = int(counts[row, col])
+            axis.text(col, row, str(count), ha="center", va="center",
+                      color="white" if count > threshold else "black")
+    axis.set_title("confusion matrix")
+    figure.tight_layout()
+    return figure
+
+
+def save_figure(figure: Figure, path: str | Path, dpi: int = 100) -> Path:
+    """Render `figure` as a PNG and write it atomically to `path`."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    write_atomic(Path(path), buffer.getvalue())
+    return Path(path)
