@@ -6,6 +6,7 @@ is made once per session and shared by the tests that inspect it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -95,3 +96,12 @@ def cookiecutter_cli(tmp_path: Path, config: Path, *answers: str) -> subprocess.
     args = [sys.executable, "-m", "cookiecutter", "--no-input", "--config-file", str(config),
             str(TEMPLATE), "-o", str(tmp_path / "out"), *answers]
     return run(args, cwd=tmp_path, timeout=120)
+
+
+def python_digest(project: Path) -> str:
+    """A hash of every .py file's path and bytes: equal digests mean identical Python code."""
+    digest = hashlib.sha256()
+    for path in sorted(project.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            digest.update(path.relative_to(project).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
