@@ -168,6 +168,16 @@ def test_cli_refuses_bad_package_name(tmp_path, cli_config, name):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("project_name", ["!!!", "2048 Game"])
+def test_cli_refuses_project_name_without_a_usable_package(tmp_path, cli_config, project_name):
+    """A project name whose derived package is empty or starts with a digit is refused, nothing left behind."""
+    proc = cookiecutter_cli(tmp_path, cli_config, f"project_name={project_name}")
+    assert proc.returncode != 0, describe(proc)
+    assert len(hook_errors(proc.stderr)) == 1, proc.stderr
+    assert leftovers(tmp_path) == []
+    assert (tmp_path / "cookiecutter-config.yaml").is_file(), "the refusal removed files it did not create"
+
+
 def test_cli_refuses_bad_choice_value(tmp_path, cli_config):
     """A value outside a choice's list is refused before anything is written, naming the bad value."""
     proc = cookiecutter_cli(tmp_path, cli_config, "backbone=vgg16")
