@@ -1,0 +1,33 @@
+"""Fixtures for the template's tests: a session-wide bake cache and an isolated cookiecutter config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import Bakery
+
+
+def pytest_configure(config):
+    """Register the marker for tests that run baked projects in subprocesses."""
+    config.addinivalue_line("markers", "slow: runs a baked project's code in a subprocess")
+
+
+@pytest.fixture(scope="session")
+def bakery(cookies_session) -> Bakery:
+    """One shared cache of bakes for the whole session."""
+    return Bakery(cookies_session)
+
+
+@pytest.fixture
+def cli_config(tmp_path: Path) -> Path:
+    """A cookiecutter config file that keeps replays and clones inside the test's temp dir."""
+    config = tmp_path / "cookiecutter-config.yaml"
+    config.write_text(
+        f"cookiecutters_dir: {json.dumps(str(tmp_path / 'cookiecutters'))}\n"
+        f"replay_dir: {json.dumps(str(tmp_path / 'replay'))}\n",
+        encoding="utf-8",
+    )
+    return config
