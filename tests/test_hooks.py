@@ -202,7 +202,7 @@ def test_hostile_answer_is_inert(tmp_path, cli_config, field, payload):
     trees = {path: ast.parse(path.read_text(encoding="utf-8"), str(path))  # SyntaxError fails the test
              for path in sorted(project.rglob("*.py"))}
     (package,) = [p.parent.name for p in project.glob("*/__init__.py")]
-    probe = f"import json, {package} as p; print(json.dumps(p.__doc__))"
+    probe = f"import json, {package} as p; print(json.dumps(p.PROJECT_NAME))"
     imported = run([sys.executable, "-c", probe], cwd=project, timeout=120, PWNED_FILE=str(tmp_path / "PWNED"))
     assert not pwned(tmp_path), "importing the baked package executed the answer"
     assert imported.returncode == 0, describe(imported)
@@ -210,4 +210,4 @@ def test_hostile_answer_is_inert(tmp_path, cli_config, field, payload):
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "__import__"]
         assert not calls, f"{path.relative_to(project)} turned the answer into code"
     if field == "project_name":
-        assert payload in json.loads(imported.stdout), "the project name did not survive as text"
+        assert json.loads(imported.stdout) == payload, "the project name did not survive as text"

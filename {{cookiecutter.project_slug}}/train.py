@@ -1,4 +1,4 @@
-"""Train {{ cookiecutter.project_name | replace('"', "'") }}'s classifier.
+"""Train the image classifier.
 
     python train.py --device cuda:1 --epochs 10 --out runs/exp1
 
