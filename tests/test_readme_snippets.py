@@ -1,4 +1,4 @@
-"""Every ```python block of PATTERNS.md runs against a freshly baked default project, so the guide cannot rot.
+"""Every ```python block of README.md runs against a freshly baked default project, so the guide cannot rot.
 
 All snippets run in one subprocess (importing torch once), each in its own namespace, with the
 baked project as the working directory and on sys.path, and no GPU visible. A snippet that
@@ -18,10 +18,10 @@ import pytest
 from cookiecutter.main import cookiecutter
 
 TEMPLATE = Path(__file__).resolve().parent.parent
-GUIDE = TEMPLATE / "PATTERNS.md"
+GUIDE = TEMPLATE / "README.md"
 PACKAGE = "image_classifier"  # the default answers' package name, which the snippets import
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
-HEADING = re.compile(r"^## (.+)$", re.M)
+HEADING = re.compile(r"^###? (.+)$", re.M)
 COPY_LINE = re.compile(r"Copy: `(?P<file>[\w/.]+\.py)`(?: → `(?P<name>\w+)`)?")
 
 RUNNER = r"""
@@ -29,7 +29,7 @@ import json, sys, traceback
 snippets, results = json.load(open(sys.argv[1])), {}
 for snippet_id, code in snippets.items():
     try:
-        exec(compile(code, f"PATTERNS.md[{snippet_id}]", "exec"), {"__name__": "__snippet__"})
+        exec(compile(code, f"README.md[{snippet_id}]", "exec"), {"__name__": "__snippet__"})
         results[snippet_id] = None
     except BaseException:
         results[snippet_id] = traceback.format_exc(limit=-4)
@@ -38,7 +38,7 @@ json.dump(results, open(sys.argv[2], "w"))
 
 
 def guide_snippets(text: str) -> dict[str, str]:
-    """Each python block keyed '<section heading> #<n>', the heading being the nearest '## ' above it."""
+    """Each python block keyed '<section heading> #<n>', the heading being the nearest "## " or "### " above it."""
     headings = [(m.start(), m.group(1).strip()) for m in HEADING.finditer(text)]
     snippets, counts = {}, {}
     for match in BLOCK.finditer(text):
@@ -84,9 +84,9 @@ def test_every_file_and_function_the_guide_names_exists_in_the_baked_project(bak
     assert len(copies) >= 10
     for copy in copies:
         path = baked / copy["file"]
-        assert path.is_file(), f"PATTERNS.md names {copy['file']}, which a baked project lacks"
+        assert path.is_file(), f"README.md names {copy['file']}, which a baked project lacks"
         assert copy["name"] is None or re.search(rf"^\s*(def|class) {copy['name']}\b", path.read_text(), re.M), (
-            f"PATTERNS.md names {copy['name']} in {copy['file']}, which does not define it")
+            f"README.md names {copy['name']} in {copy['file']}, which does not define it")
 
 
 @pytest.mark.parametrize("snippet_id", list(SNIPPETS))
@@ -94,6 +94,6 @@ def test_snippet_runs(snippet_id, snippet_results):
     """The snippet runs to the end, its assertions holding, against the baked project on the CPU."""
     error = snippet_results[snippet_id]
     if error is not None and "ImportError: cannot import name" in error:
-        pytest.fail(f"PATTERNS.md snippet '{snippet_id}' uses a name this checkout does not have yet "
+        pytest.fail(f"README.md snippet '{snippet_id}' uses a name this checkout does not have yet "
                     f"(an API from a branch not merged here?):\n{error}", pytrace=False)
-    assert error is None, f"PATTERNS.md snippet '{snippet_id}' failed:\n{error}"
+    assert error is None, f"README.md snippet '{snippet_id}' failed:\n{error}"
