@@ -1,6 +1,7 @@
 """Checkpoints are plain CPU data, free of wrapper prefixes, atomic, and safely loaded."""
 
 import pickle
+import struct
 import zipfile
 
 import pytest
@@ -124,7 +125,10 @@ def test_flipped_bits_in_tensor_data_fail_the_crc_check(tmp_path):
     data = bytearray(_saved_bytes(tmp_path))
     with zipfile.ZipFile(tmp_path / "c.pt") as archive:
         member = next(info for info in archive.infolist() if "/data/" in info.filename and info.file_size >= 4)
-    offset = member.header_offset + 30 + len(member.filename.encode()) + len(member.extra)  # local header is 30 bytes
+    # The local header (30 bytes, then name and extra field; torch pads the extra field to align
+    # the data) gives where the member's bytes start.
+    name_length, extra_length = struct.unpack("<HH", data[member.header_offset + 26: member.header_offset + 30])
+    offset = member.header_offset + 30 + name_length + extra_length
     data[offset] ^= 0x01
     (tmp_path / "rot.pt").write_bytes(bytes(data))
     torch.load(tmp_path / "rot.pt", map_location="cpu", weights_only=True)  # plain torch would accept it
@@ -139,7 +143,7 @@ def test_a_pickled_payload_in_any_format_is_refused_and_never_runs(tmp_path, fmt
     payload = {"model": {}, "x": _Payload(marker)}
     with open(path, "wb") as handle:
         if fmt == "raw-pickle":
-            pickle.dump(payload, handle)
+            pickle.dump(payload, handle, protocol=2)
         else:
             torch.save(payload, handle, _use_new_zipfile_serialization=fmt == "zip")
     with pytest.raises(CheckpointError):
