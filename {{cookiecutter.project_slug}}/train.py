@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from {{ cookiecutter.package_name }} import __version__, config
-from {{ cookiecutter.package_name }}.checkpoint import CheckpointError, load_checkpoint, load_model_state, model_state, save_checkpoint, to_cpu
+from {{ cookiecutter.package_name }}.checkpoint import CheckpointError, load_checkpoint, remove_partial_writes, load_model_state, model_state, save_checkpoint, to_cpu
 from {{ cookiecutter.package_name }}.cli import run_cli
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import DEMO_IMAGE_SIZE, DEMO_ROOT, build_loader, class_counts, load_splits, write_demo_dataset
@@ -198,8 +198,11 @@ def train(cfg: TrainConfig) -> int:
     out = Path(cfg.out)
     write_json(out / "config.json", {**cfg.to_dict(), "resolved_device": str(device),
                                      "image_size": run.image_size, "class_names": run.class_names})
-    if not cfg.resume:  # epoch 0: even a run killed in its first epoch can be resumed
-        save_checkpoint(out / "last.pt", run.state(0))
+    if is_main_process():
+        if cfg.resume:  # what a kill mid-write left behind
+            remove_partial_writes(out)
+        else:  # epoch 0: even a run killed in its first epoch can be resumed
+            save_checkpoint(out / "last.pt", run.state(0))
     with run.stop.installed():
         try:
             train_epochs(run, out)

@@ -11,7 +11,7 @@ from torch import nn
 from conftest import DEVICES
 
 from {{ cookiecutter.package_name }}.checkpoint import (
-    CheckpointError, load_checkpoint, load_model_state, model_state, save_checkpoint, to_cpu,
+    CheckpointError, load_checkpoint, load_model_state, model_state, remove_partial_writes, save_checkpoint, to_cpu,
 )
 
 
@@ -220,3 +220,26 @@ def test_a_checkpoint_saved_on_cuda_holds_cpu_tensors_and_loads_on_cpu(tmp_path)
     assert all(p.device == device for p in model.parameters())  # saving did not move the live model
     state = load_checkpoint(tmp_path / "c.pt", map_location="cpu")
     assert all(torch.equal(state["model"][k], v.cpu()) for k, v in model.state_dict().items())
+
+
+def test_partial_writes_left_by_a_killed_process_are_removed_and_checkpoints_kept(tmp_path):
+    """Temp files named like atomic_file's go; last.pt and other files stay."""
+    save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 1})
+    (tmp_path / ".last.pt.x1y2.tmp").write_bytes(b"half")
+    (tmp_path / "notes.txt").write_text("keep")
+    removed = remove_partial_writes(tmp_path)
+    assert [p.name for p in removed] == [".last.pt.x1y2.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt", "notes.txt"]
+
+
+def test_a_write_that_fails_before_the_rename_leaves_the_old_file_and_no_temp(tmp_path):
+    """An error after the data is on disk but before os.replace: the old file is intact, the temp is gone."""
+    save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 1})
+
+    def fail():
+        raise OSError("disk vanished")
+
+    with pytest.raises(OSError):
+        save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 2}, before_replace=fail)
+    assert load_checkpoint(tmp_path / "last.pt")["epoch"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]

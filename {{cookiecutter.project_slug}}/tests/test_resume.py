@@ -120,13 +120,39 @@ def assert_same_run(resumed: dict, reference: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_data, tmp_path_factory) -> dict:
-    """last.pt of one uninterrupted run."""
+def reference_run(tiny_data, tmp_path_factory) -> Path:
+    """The run directory of one uninterrupted run."""
     out = tmp_path_factory.mktemp("reference") / "run"
     _train(tiny_data, out)
-    state = _load(out / "last.pt")
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(reference_run) -> dict:
+    """last.pt of the uninterrupted run."""
+    state = _load(reference_run / "last.pt")
     assert state["epoch"] == EPOCHS
     return state
+
+
+def test_last_pt_holds_every_piece_as_plain_cpu_data(reference):
+    """Model (plain keys), optimizer, scheduler, scaler, epoch, RNG states, config, classes, version; CPU only."""
+    expected = {"model", "optimizer", "scheduler", "scaler", "epoch", "rng", "config", "class_names", "version"}
+    assert expected <= reference.keys()
+    assert {"python", "numpy", "torch", "cuda"} <= reference["rng"].keys()
+    assert all(tensor.device.type == "cpu" for _, tensor in _tensors(reference))
+    assert not any(key.startswith(("module.", "_orig_mod.")) for key in reference["model"])
+    assert reference["class_names"] == ["circle", "cross", "square", "triangle"]
+
+
+def test_last_pt_loads_with_plain_torch_and_no_gpu(reference_run):
+    """A fresh interpreter that never imports this project, with CUDA hidden, loads last.pt weights_only."""
+    code = ("import sys, torch; s = torch.load(sys.argv[1], weights_only=True); "
+            "assert all(t.device.type == 'cpu' for t in s['model'].values()); print(s['epoch'])")
+    result = subprocess.run([sys.executable, "-c", code, str(reference_run / "last.pt")], cwd=reference_run,
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == str(EPOCHS)
 
 
 def _kill_chain(data: Path, out: Path, workers: int, kills: list[tuple[str, int]]) -> None:
@@ -135,6 +161,7 @@ def _kill_chain(data: Path, out: Path, workers: int, kills: list[tuple[str, int]
         _kill_at(data, out, workers, pause, resume=index > 0)
         assert _load(out / "last.pt")["epoch"] == epoch, pause
     _train(data, out, workers, resume=True)
+    assert not list(out.glob(".*.tmp"))  # temp files of killed writes were cleaned up on resume
 
 
 @pytest.mark.slow

@@ -2,8 +2,16 @@
 
 A checkpoint is a plain dict of CPU tensors and plain Python values: it loads on a machine
 without a GPU, carries no pickled classes, and its model keys never hold the `module.` or
-`_orig_mod.` prefixes of wrappers. This file imports only torch and the standard library,
-so it can be copied into another project as it is.
+`_orig_mod.` prefixes of wrappers. train.py stores: model, optimizer, scheduler, scaler, epoch,
+best_val_acc, rng (Python, NumPy, torch CPU, every CUDA device), config, class_names,
+image_size, version and metrics. Saving copies tensors to the CPU and never moves the model.
+
+Writing goes to a temp file in the same folder, is flushed and fsynced, then `os.replace`d
+(and the folder fsynced), so a kill at any instant leaves the old file or the new one.
+Loading checks the zip's CRC-32s (torch.load does not: flipped bits would load as weights),
+unpickles with `weights_only=True` and no fallback, and turns every failure into a one-line
+CheckpointError. This file imports only torch and the standard library, so it can be copied
+into another project as it is.
 """
 
 from __future__ import annotations
@@ -87,6 +95,17 @@ def atomic_file(path: str | os.PathLike, *, before_replace: Callable[[], None] |
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_directory(path.parent)
+
+
+def remove_partial_writes(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temp files (`.NAME.*.tmp`) that processes killed inside atomic_file left in `folder`.
+
+    Call it only while no other process writes there (train.py does so when resuming).
+    """
+    stale = sorted(Path(folder).glob(".*.tmp"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], *,
