@@ -23,12 +23,13 @@ outside an epoch.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from typing import Any, Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import Dataset, Sampler, get_worker_info
 
 _MASK = (1 << 63) - 1
 
@@ -87,12 +88,34 @@ class EpochSampler(Sampler):
         return len(self.inner) if self.inner is not None else self.num_samples
 
 
+def _seed_cpu_rngs(seed: int) -> None:
+    """Seed the RNGs a CPU transform can draw from: Python, NumPy and torch's CPU generator."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    # Not torch.manual_seed: it also seeds every accelerator backend, about 1 ms per call.
+    torch.default_generator.manual_seed(seed)
+
+
+@contextlib.contextmanager
+def _global_rngs_preserved() -> Iterator[None]:
+    """Restore Python's, NumPy's and torch's CPU RNG states on exit."""
+    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.set_rng_state(saved[2])
+
+
 class SeededSamples(Dataset):
     """A dataset whose item (index, epoch) is produced under RNGs seeded from (seed, epoch, index).
 
-    The global RNG states are restored afterwards, so in the main process (workers=0) the
-    wrapper has no side effect on dropout or anything else. A plain integer index is passed
-    through unseeded.
+    In the main process (workers=0) the global RNG states are restored afterwards, so the
+    wrapper changes nothing for dropout or for NumPy/Python draws in the training step: the
+    run is the same with 0 or N workers. In a worker process nothing else uses those RNGs, so
+    the costly save and restore (about 0.4 ms, mostly NumPy's state) is skipped. A plain
+    integer index is passed through unseeded.
     """
 
     def __init__(self, dataset: Dataset, seed: int):
@@ -105,14 +128,12 @@ class SeededSamples(Dataset):
         if not isinstance(key, tuple):
             return self.dataset[key]
         index, epoch = key
-        saved = random.getstate(), np.random.get_state()
-        with torch.random.fork_rng(devices=[]):  # CPU only: transforms run on the CPU
-            seed_everything(derive_seed(self.seed, epoch, index))
-            try:
-                return self.dataset[index]
-            finally:
-                random.setstate(saved[0])
-                np.random.set_state(saved[1])
+        if get_worker_info() is not None:
+            _seed_cpu_rngs(derive_seed(self.seed, epoch, index))
+            return self.dataset[index]
+        with _global_rngs_preserved():
+            _seed_cpu_rngs(derive_seed(self.seed, epoch, index))
+            return self.dataset[index]
 
 
 def rng_state() -> dict[str, Any]:
