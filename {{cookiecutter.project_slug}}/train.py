@@ -18,7 +18,9 @@ from pathlib import Path
 import torch
 
 from {{ cookiecutter.package_name }} import __version__, config
-from {{ cookiecutter.package_name }}.checkpoint import CheckpointError, load_checkpoint, remove_partial_writes, load_model_state, model_state, save_checkpoint, to_cpu
+from {{ cookiecutter.package_name }}.checkpoint import (
+    CheckpointError, load_checkpoint, load_model_state, model_state, remove_partial_writes, save_checkpoint, to_cpu,
+)
 from {{ cookiecutter.package_name }}.cli import run_cli
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import DEMO_IMAGE_SIZE, DEMO_ROOT, build_loader, class_counts, load_splits, write_demo_dataset
@@ -181,9 +183,8 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
     plot_curves(out / "curves.png", run.rows)
     # last.pt is written last: it is the commit point that --resume continues from, so a kill
     # before it only repeats this epoch (and rewrites the same metrics and best.pt).
-    if improved:
-        save_checkpoint(out / "best.pt", state, before_replace=functools.partial(pause_point, f"save:best.pt:{row['epoch']}"))
-    save_checkpoint(out / "last.pt", state, before_replace=functools.partial(pause_point, f"save:last.pt:{row['epoch']}"))
+    for name in ("best.pt", "last.pt") if improved else ("last.pt",):
+        save_checkpoint(out / name, state, before_replace=functools.partial(pause_point, f"save:{name}:{row['epoch']}"))
 
 
 def train(cfg: TrainConfig) -> int:
