@@ -86,7 +86,7 @@ def test_resuming_from_a_payload_checkpoint_is_refused_before_anything_is_writte
     path, marker = evil_checkpoint
     out = tmp_path / "run"
     code = train.main(["--data", str(tiny_data), "--device", "cpu", "--no-pretrained", "--image-size", "32",
-                       "--out", str(out), "--resume", str(path)])
+                       "--precision", "fp32", "--parallel", "none", "--out", str(out), "--resume", str(path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "not a safe checkpoint" in err[0]
     assert not marker.exists() and not out.exists()
