@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 import time
 from pathlib import Path
@@ -17,17 +18,21 @@ from pathlib import Path
 import torch
 
 from {{ cookiecutter.package_name }} import __version__, config
-from {{ cookiecutter.package_name }}.checkpoint import load_checkpoint, load_model_state, model_state, save_checkpoint, to_cpu
+from {{ cookiecutter.package_name }}.checkpoint import (
+    CheckpointError, load_checkpoint, load_model_state, model_state, remove_partial_writes, save_checkpoint, to_cpu,
+)
 from {{ cookiecutter.package_name }}.cli import run_cli
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import DEMO_IMAGE_SIZE, DEMO_ROOT, build_loader, class_counts, load_splits, write_demo_dataset
 from {{ cookiecutter.package_name }}.devices import DeviceGuard, describe_device, device_report
 from {{ cookiecutter.package_name }}.engine import evaluate, train_one_epoch
+from {{ cookiecutter.package_name }}.interrupts import StopRequest, TrainingInterrupted, pause_point
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy, balanced_class_weights
 from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.outputs import plot_curves, read_metrics, run_environment, write_json, write_metrics
 from {{ cookiecutter.package_name }}.parallel import is_main_process, unwrap
 from {{ cookiecutter.package_name }}.precision import make_policy
+from {{ cookiecutter.package_name }}.reproducibility import rng_state, seed_epoch, seed_everything, set_rng_state
 
 
 def get_args_parser() -> argparse.ArgumentParser:
@@ -113,6 +118,7 @@ class Run:
         self.scaler = self.policy.grad_scaler()
         self.net = torch.compile(self.model) if cfg.compile else self.model
         self.start_epoch, self.best_acc, self.rows = 1, -1.0, []
+        self.stop = StopRequest()  # flagged by SIGINT/SIGTERM once train() installs it
 
     def state(self, epoch: int) -> dict:
         """A checkpoint of this run after `epoch`: CPU tensors and plain values only."""
@@ -127,24 +133,40 @@ class Run:
             "class_names": list(self.class_names),
             "image_size": self.image_size,
             "version": __version__,
+            "rng": rng_state(),
+            "metrics": [dict(row) for row in self.rows],  # resume restores metrics.csv from here
         }
 
     def resume(self, path: str) -> None:
         """Continue after the last completed epoch of a checkpoint."""
         state = load_checkpoint(path, map_location=self.device)
         load_model_state(self.model, state["model"], path)
+        if state.get("class_names", self.class_names) != list(self.class_names):
+            raise CheckpointError(f"{path} was trained on classes {state['class_names']}, the data has {self.class_names}")
         self.optimizer.load_state_dict(state["optimizer"])  # moves its state to the params' device
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
+        if "rng" in state:
+            set_rng_state(state["rng"])
         self.start_epoch, self.best_acc = state["epoch"] + 1, state["best_val_acc"]
-        self.rows = [row for row in read_metrics(Path(self.cfg.out) / "metrics.csv") if row["epoch"] <= state["epoch"]]
+        rows = state.get("metrics") or read_metrics(Path(self.cfg.out) / "metrics.csv")
+        self.rows = [row for row in rows if row["epoch"] <= state["epoch"]]
+
+
+def begin_epoch(run: Run, epoch: int) -> None:
+    """Derive the epoch's randomness from (seed, epoch) alone, so a resumed run redraws it exactly."""
+    seed_epoch(run.cfg.seed, epoch)
+    run.train_loader.sampler.set_epoch(epoch)
 
 
 def run_epoch(run: Run, epoch: int) -> dict:
     """Train and validate once; return the epoch's metrics row."""
+    begin_epoch(run, epoch)
     train = train_one_epoch(run.net, run.loss_fn, run.optimizer, run.train_loader, run.device,
                             policy=run.policy, scaler=run.scaler, scheduler=run.scheduler, epoch=epoch,
-                            progress=is_main_process(), memory_format=run.memory_format)
+                            progress=is_main_process(), memory_format=run.memory_format,
+                            after_step=functools.partial(run.stop.check, epoch))
+    pause_point(f"validate:{epoch}")
     val = evaluate(run.net, run.loss_fn, run.val_loader, run.device, policy=run.policy,
                    progress=is_main_process(), memory_format=run.memory_format)
     return {"epoch": epoch, "train_loss": round(train.loss, 6), "train_acc": round(train.acc, 6),
@@ -159,11 +181,12 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
     improved = row["val_acc"] > run.best_acc
     run.best_acc = max(run.best_acc, row["val_acc"])
     state = run.state(row["epoch"])
-    save_checkpoint(out / "last.pt", state)
-    if improved:
-        save_checkpoint(out / "best.pt", state)
     write_metrics(out / "metrics.csv", run.rows)
     plot_curves(out / "curves.png", run.rows)
+    # last.pt is written last: it is the commit point that --resume continues from, so a kill
+    # before it only repeats this epoch (and rewrites the same metrics and best.pt).
+    for name in ("best.pt", "last.pt") if improved else ("last.pt",):
+        save_checkpoint(out / name, state, before_replace=functools.partial(pause_point, f"save:{name}:{row['epoch']}"))
 
 
 def train(cfg: TrainConfig, *, verbose: bool = False, debug_devices: bool = False) -> int:
@@ -171,6 +194,7 @@ def train(cfg: TrainConfig, *, verbose: bool = False, debug_devices: bool = Fals
     check_numbers(cfg)
     device = config.configure_device(cfg.device)
     print(f"device: {describe_device(device)}", flush=True)
+    seed_everything(cfg.seed)  # the initial weights too: same seed, same run
     run = Run(cfg, device)
     if verbose:
         print(device_report(run.model), flush=True)
@@ -182,13 +206,35 @@ def train(cfg: TrainConfig, *, verbose: bool = False, debug_devices: bool = Fals
     write_json(out / "config.json", {**cfg.to_dict(), "resolved_device": str(device),
                                      "image_size": run.image_size, "class_names": run.class_names,
                                      "environment": run_environment()})  # versions and command, to rerun it
+    if is_main_process():
+        if cfg.resume:  # what a kill mid-write left behind
+            remove_partial_writes(out)
+        else:  # epoch 0: even a run killed in its first epoch can be resumed
+            save_checkpoint(out / "last.pt", run.state(0))
+    with run.stop.installed():
+        try:
+            train_epochs(run, out)
+        except TrainingInterrupted as stop:
+            print(f"stopped by {stop}: {out / 'last.pt'} holds epoch {stop.epoch - 1}; "
+                  f"continue with --resume {out}", file=sys.stderr, flush=True)
+            return stop.exit_code
+    if run.stop.signum is not None:  # the signal came during validation or saving: both finished
+        print(f"stopped: {out / 'last.pt'} holds epoch {cfg.epochs}", file=sys.stderr, flush=True)
+        return 128 + run.stop.signum
+    print(f"done: {out / 'last.pt'} (best val_acc {run.best_acc:.3f})")
+    return 0
+
+
+def train_epochs(run: Run, out: Path) -> None:
+    """Train from run.start_epoch to the last epoch, saving each; stop between epochs on request."""
+    cfg = run.cfg
     for epoch in range(run.start_epoch, cfg.epochs + 1):
         row = run_epoch(run, epoch)
         save_epoch(run, row, out)
         print(f"epoch {epoch}/{cfg.epochs}  train_loss {row['train_loss']:.4f}  train_acc {row['train_acc']:.3f}  "
               f"val_loss {row['val_loss']:.4f}  val_acc {row['val_acc']:.3f}  {row['images_per_s']:.0f} img/s", flush=True)
-    print(f"done: {out / 'last.pt'} (best val_acc {run.best_acc:.3f})")
-    return 0
+        if run.stop() and epoch < cfg.epochs:
+            raise TrainingInterrupted(run.stop.signum, epoch + 1, 0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,8 @@
 """Checkpoints are plain CPU data, free of wrapper prefixes, atomic, and safely loaded."""
 
 import pickle
+import struct
+import zipfile
 
 import pytest
 import torch
@@ -9,7 +11,7 @@ from torch import nn
 from conftest import DEVICES
 
 from {{ cookiecutter.package_name }}.checkpoint import (
-    CheckpointError, load_checkpoint, load_model_state, model_state, save_checkpoint,
+    CheckpointError, load_checkpoint, load_model_state, model_state, remove_partial_writes, save_checkpoint, to_cpu,
 )
 
 
@@ -96,5 +98,148 @@ def test_a_failed_write_leaves_the_previous_file_whole(tmp_path):
     save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 1})
     with pytest.raises(Exception):
         save_checkpoint(tmp_path / "last.pt", {"model": {}, "bad": lambda: None})
+    assert load_checkpoint(tmp_path / "last.pt")["epoch"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+def _saved_bytes(tmp_path) -> bytes:
+    model = _net()
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer.step()
+    save_checkpoint(tmp_path / "c.pt", {"model": model_state(model), "optimizer": to_cpu(optimizer.state_dict())})
+    return (tmp_path / "c.pt").read_bytes()
+
+
+def test_a_file_cut_at_any_byte_is_a_checkpoint_error(tmp_path):
+    """Truncation anywhere (a copy interrupted, a full disk) is reported as corrupt, never as another error."""
+    data = _saved_bytes(tmp_path)
+    for cut in range(0, len(data), max(1, len(data) // 200)):
+        (tmp_path / "cut.pt").write_bytes(data[:cut])
+        with pytest.raises(CheckpointError, match="corrupt"):
+            load_checkpoint(tmp_path / "cut.pt")
+
+
+def test_flipped_bits_in_tensor_data_fail_the_crc_check(tmp_path):
+    """Bit rot inside a tensor's bytes is caught by the zip CRC-32, which torch.load alone would not check."""
+    data = bytearray(_saved_bytes(tmp_path))
+    with zipfile.ZipFile(tmp_path / "c.pt") as archive:
+        member = next(info for info in archive.infolist() if "/data/" in info.filename and info.file_size >= 4)
+    # The local header (30 bytes, then name and extra field; torch pads the extra field to align
+    # the data) gives where the member's bytes start.
+    name_length, extra_length = struct.unpack("<HH", data[member.header_offset + 26: member.header_offset + 30])
+    offset = member.header_offset + 30 + name_length + extra_length
+    data[offset] ^= 0x01
+    (tmp_path / "rot.pt").write_bytes(bytes(data))
+    torch.load(tmp_path / "rot.pt", map_location="cpu", weights_only=True)  # plain torch would accept it
+    with pytest.raises(CheckpointError, match="CRC"):
+        load_checkpoint(tmp_path / "rot.pt")
+
+
+@pytest.mark.parametrize("fmt", ["zip", "legacy", "raw-pickle"])
+def test_a_pickled_payload_in_any_format_is_refused_and_never_runs(tmp_path, fmt):
+    """torch's zip format, its legacy format and a bare pickle: code inside is refused, never executed."""
+    marker, path = tmp_path / "PWNED", tmp_path / "evil.pt"
+    payload = {"model": {}, "x": _Payload(marker)}
+    with open(path, "wb") as handle:
+        if fmt == "raw-pickle":
+            pickle.dump(payload, handle, protocol=2)
+        else:
+            torch.save(payload, handle, _use_new_zipfile_serialization=fmt == "zip")
+    with pytest.raises(CheckpointError):
+        load_checkpoint(path)
+    assert not marker.exists()
+
+
+def test_saved_state_shares_no_memory_with_the_live_model():
+    """Saving copies: editing the saved state leaves the model as it was."""
+    model = _net()
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    state = model_state(model)
+    for tensor in state.values():
+        tensor.add_(1)
+    assert all(torch.equal(model.state_dict()[key], value) for key, value in before.items())
+
+
+@pytest.mark.parametrize("device", DEVICES, indirect=True)
+def test_optimizer_state_loaded_from_cpu_follows_the_parameters_device(tmp_path, device):
+    """Optimizer moments saved on CPU land on the device of the model they are loaded into."""
+    model = _net()
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer.step()
+    save_checkpoint(tmp_path / "c.pt", {"model": model_state(model), "optimizer": to_cpu(optimizer.state_dict())})
+    state = load_checkpoint(tmp_path / "c.pt", map_location="cpu")
+    target = _net().to(device)
+    fresh = torch.optim.AdamW(target.parameters())
+    fresh.load_state_dict(state["optimizer"])
+    moments = [value for per_param in fresh.state.values() for key, value in per_param.items() if key != "step"]
+    assert moments and all(tensor.device == device for tensor in moments)
+
+
+def _tag_storages_as(location: str):
+    """A torch.serialization location tagger that labels every storage `location`, as a GPU save does."""
+    return (0, lambda storage: location, lambda storage, location: None)
+
+
+def test_a_checkpoint_saved_from_cuda_tensors_loads_on_this_machine(tmp_path, monkeypatch):
+    """A file whose storages say 'cuda:0' (what saving GPU tensors writes) loads through load_checkpoint on CPU.
+
+    Without a GPU the file is made by relabelling the storages' location at save time, the
+    only place where a CUDA save differs from a CPU one; the bytes of the tensors are the same.
+    """
+    model = _net()
+    registry = list(torch.serialization._package_registry)  # private, restored by monkeypatch
+    monkeypatch.setattr(torch.serialization, "_package_registry", [_tag_storages_as("cuda:0"), *registry])
+    torch.save({"model": model.state_dict()}, tmp_path / "gpu.pt")
+    monkeypatch.setattr(torch.serialization, "_package_registry", registry)
+    with zipfile.ZipFile(tmp_path / "gpu.pt") as archive:
+        pickled = archive.read(next(name for name in archive.namelist() if name.endswith("data.pkl")))
+    assert b"cuda:0" in pickled and b"cpu" not in pickled
+    if not torch.cuda.is_available():  # proof that the label matters: without map_location it fails here
+        with pytest.raises(RuntimeError, match="CUDA"):
+            torch.load(tmp_path / "gpu.pt", weights_only=True)
+    state = load_checkpoint(tmp_path / "gpu.pt", map_location="cpu")
+    assert all(tensor.device.type == "cpu" for tensor in state["model"].values())
+    assert all(torch.equal(state["model"][key], value) for key, value in model.state_dict().items())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_checkpoint_saved_on_cuda_holds_cpu_tensors_and_loads_on_cpu(tmp_path):
+    """Really on the GPU: model and optimizer on cuda:0, saved; the file names no CUDA storage and loads on CPU."""
+    device = torch.device("cuda:0")
+    model = _net().to(device)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.randn(2, 4, device=device)).sum().backward()
+    optimizer.step()
+    save_checkpoint(tmp_path / "c.pt", {"model": model_state(model), "optimizer": to_cpu(optimizer.state_dict())})
+    with zipfile.ZipFile(tmp_path / "c.pt") as archive:
+        pickled = archive.read(next(name for name in archive.namelist() if name.endswith("data.pkl")))
+    assert b"cuda" not in pickled
+    assert all(p.device == device for p in model.parameters())  # saving did not move the live model
+    state = load_checkpoint(tmp_path / "c.pt", map_location="cpu")
+    assert all(torch.equal(state["model"][k], v.cpu()) for k, v in model.state_dict().items())
+
+
+def test_partial_writes_left_by_a_killed_process_are_removed_and_checkpoints_kept(tmp_path):
+    """Temp files named like atomic_file's go; last.pt and other files stay."""
+    save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 1})
+    (tmp_path / ".last.pt.x1y2.tmp").write_bytes(b"half")
+    (tmp_path / "notes.txt").write_text("keep")
+    removed = remove_partial_writes(tmp_path)
+    assert [p.name for p in removed] == [".last.pt.x1y2.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt", "notes.txt"]
+
+
+def test_a_write_that_fails_before_the_rename_leaves_the_old_file_and_no_temp(tmp_path):
+    """An error after the data is on disk but before os.replace: the old file is intact, the temp is gone."""
+    save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 1})
+
+    def fail():
+        raise OSError("disk vanished")
+
+    with pytest.raises(OSError):
+        save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 2}, before_replace=fail)
     assert load_checkpoint(tmp_path / "last.pt")["epoch"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]

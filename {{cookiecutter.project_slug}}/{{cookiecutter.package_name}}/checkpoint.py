@@ -2,8 +2,16 @@
 
 A checkpoint is a plain dict of CPU tensors and plain Python values: it loads on a machine
 without a GPU, carries no pickled classes, and its model keys never hold the `module.` or
-`_orig_mod.` prefixes of wrappers. This file imports only torch and the standard library,
-so it can be copied into another project as it is.
+`_orig_mod.` prefixes of wrappers. train.py stores: model, optimizer, scheduler, scaler, epoch,
+best_val_acc, rng (Python, NumPy, torch CPU, every CUDA device), config, class_names,
+image_size, version and metrics. Saving copies tensors to the CPU and never moves the model.
+
+Writing goes to a temp file in the same folder, is flushed and fsynced, then `os.replace`d
+(and the folder fsynced), so a kill at any instant leaves the old file or the new one.
+Loading checks the zip's CRC-32s (torch.load does not: flipped bits would load as weights),
+unpickles with `weights_only=True` and no fallback, and turns every failure into a one-line
+CheckpointError. This file imports only torch and the standard library, so it can be copied
+into another project as it is.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import pickle
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 import torch
 from torch import nn
@@ -52,11 +60,25 @@ def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return to_cpu(strip_wrapper_prefixes(model.state_dict()))
 
 
+def _fsync_directory(folder: Path) -> None:
+    """Make a rename in `folder` durable across a power cut (POSIX; Windows cannot open folders)."""
+    if os.name != "posix":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
+def atomic_file(path: str | os.PathLike, *, before_replace: Callable[[], None] | None = None) -> Iterator[BinaryIO]:
     """Yield a temp file beside `path`; on success fsync it and os.replace it onto `path`.
 
     Readers, and a process killed at any instant, see the old file or the new one, never half.
+    The temp file lives in the same folder because os.replace is atomic only within one file
+    system. `before_replace` runs when the data is on disk but not yet in place (tests use it
+    to kill the process mid-write).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,17 +88,51 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_directory(path.parent)
 
 
-def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
-    """Write `state` atomically with torch.save."""
-    with atomic_file(path) as handle:
+def remove_partial_writes(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temp files (`.NAME.*.tmp`) that processes killed inside atomic_file left in `folder`.
+
+    Call it only while no other process writes there (train.py does so when resuming).
+    """
+    stale = sorted(Path(folder).glob(".*.tmp"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], *,
+                    before_replace: Callable[[], None] | None = None) -> Path:
+    """Write `state` (CPU tensors and plain values) atomically with torch.save."""
+    with atomic_file(path, before_replace=before_replace) as handle:
         torch.save(state, handle)
     return Path(path)
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of an error's message, or its type when the message is empty."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _check_integrity(path: Path) -> None:
+    """Compare every member of the zip container with its CRC-32: torch.load alone reads flipped bits as data."""
+    if not zipfile.is_zipfile(path):
+        return  # torch's legacy format has no checksums; torch.load judges it
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except Exception as error:  # any failure to read the container means it is damaged
+        raise CheckpointError(f"{path} is truncated or corrupt ({_first_line(error)})") from None
+    if bad is not None:
+        raise CheckpointError(f"{path} is corrupt: {bad} fails its CRC-32 check")
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = "cpu") -> dict[str, Any]:
@@ -86,13 +142,13 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
         path = path / "last.pt"
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    _check_integrity(path)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
-        first = str(error).strip().splitlines()[0]
-        raise CheckpointError(f"{path} is not a safe checkpoint (refused to unpickle: {first})") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
-        raise CheckpointError(f"{path} is truncated or corrupt ({str(error).strip().splitlines()[0]})") from None
+        raise CheckpointError(f"{path} is not a safe checkpoint (refused to unpickle: {_first_line(error)})") from None
+    except Exception as error:  # truncation and bit rot surface as many types (EOF, zip, unicode, key...)
+        raise CheckpointError(f"{path} is truncated or corrupt ({_first_line(error)})") from None
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path} is not a checkpoint of this project (no 'model' entry)")
     return state

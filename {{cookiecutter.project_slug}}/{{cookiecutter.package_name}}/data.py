@@ -18,6 +18,9 @@ from torch.utils.data import DataLoader
 from torchvision import datasets
 from torchvision.transforms import v2
 
+from .interrupts import ignore_sigint_in_worker
+from .reproducibility import EpochSampler, SeededSamples
+
 DEMO_ROOT = Path(__file__).resolve().parent.parent / "data" / "demo"
 DEMO_IMAGE_SIZE = 64
 DEMO_CLASSES = ("circle", "square", "triangle", "cross")
@@ -81,18 +84,28 @@ def class_counts(dataset: datasets.ImageFolder) -> torch.Tensor:
 
 def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
                  workers: int = 0, seed: int = 0, sampler=None) -> DataLoader:
-    """A DataLoader that pins memory iff the device is CUDA and keeps workers alive across epochs."""
+    """A DataLoader that pins memory iff the device is CUDA and keeps workers alive across epochs.
+
+    For training, shuffle order and augmentation are functions of (seed, epoch, index), so a
+    resumed run redraws exactly what an uninterrupted one drew (see reproducibility.py); call
+    `loader.sampler.set_epoch(epoch)` before each epoch. A given `sampler` (e.g. a
+    DistributedSampler) still chooses the indices.
+    """
+    if train:
+        sampler = EpochSampler(len(dataset), seed, shuffle=True, inner=sampler)
+        dataset = SeededSamples(dataset, seed)
     generator = torch.Generator().manual_seed(seed)
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        shuffle=train and sampler is None,
+        shuffle=False,  # the training order comes from EpochSampler
         sampler=sampler,
         num_workers=workers,
         pin_memory=device.type == "cuda",
         persistent_workers=workers > 0,
         drop_last=False,
         generator=generator,
+        worker_init_fn=ignore_sigint_in_worker if workers > 0 else None,
     )
 
 

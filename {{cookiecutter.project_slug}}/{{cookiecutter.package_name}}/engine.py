@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Callable
 
 import torch
 from torch import nn
@@ -31,6 +32,18 @@ class EpochStats:
         return self.images / max(self.seconds, 1e-9)
 
 
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; the weights after that step are not worth saving."""
+
+
+def _check_finite(bad_step: torch.Tensor, epoch: int) -> None:
+    """Raise NonFiniteLossError naming the first bad step recorded on the device (one host sync)."""
+    step = int(bad_step.item())
+    if step > 0:
+        raise NonFiniteLossError(f"non-finite loss at epoch {epoch} step {step}; "
+                                 "training stopped, the checkpoint of the last completed epoch is kept")
+
+
 def _summary(loss_sum: torch.Tensor, correct: torch.Tensor, seen: int) -> dict[str, float]:
     """Mean loss and accuracy so far (one host sync)."""
     return {"loss": loss_sum.item() / max(seen, 1), "acc": correct.item() / max(seen, 1)}
@@ -40,10 +53,16 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
                     train_loader, device: torch.device, *, policy: PrecisionPolicy,
                     scaler: torch.amp.GradScaler, scheduler=None, epoch: int = 0,
                     progress: bool = True, log_every: int = 10,
-                    memory_format: torch.memory_format = torch.contiguous_format) -> EpochStats:
-    """Train for one epoch and return its mean loss, accuracy and throughput."""
+                    memory_format: torch.memory_format = torch.contiguous_format,
+                    after_step: Callable[[int], None] | None = None) -> EpochStats:
+    """Train for one epoch and return its mean loss, accuracy and throughput.
+
+    Steps count from 1. `after_step(step)` runs after each optimizer step and may raise to stop
+    (train.py's stop request does). A NaN/inf loss raises NonFiniteLossError naming its step.
+    """
     model.train()
     loss_sum = torch.zeros((), device=device)
+    bad_step = torch.zeros((), device=device, dtype=torch.long)  # first step with a non-finite loss, 0: none
     correct = torch.zeros((), device=device, dtype=torch.long)
     seen, start = 0, time.perf_counter()
     bar = tqdm(train_loader, desc=f"epoch {epoch} train", disable=not progress, leave=False)
@@ -63,8 +82,16 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
         loss_sum += loss.detach() * targets.size(0)
         correct += (logits.argmax(dim=1) == targets).sum()
         seen += targets.size(0)
-        if progress and step % log_every == 0:
-            bar.set_postfix({**_summary(loss_sum, correct, seen), "img/s": f"{seen / (time.perf_counter() - start):.0f}"})
+        # Recorded on the device and read only every log_every steps: no host sync per step.
+        bad_step = torch.where((bad_step == 0) & ~torch.isfinite(loss.detach()), step + 1, bad_step)
+        if step % log_every == 0:
+            _check_finite(bad_step, epoch)
+            if progress:
+                bar.set_postfix({**_summary(loss_sum, correct, seen),
+                                 "img/s": f"{seen / (time.perf_counter() - start):.0f}"})
+        if after_step is not None:
+            after_step(step + 1)
+    _check_finite(bad_step, epoch)
     totals = _summary(loss_sum, correct, seen)
     return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)
 

@@ -1,0 +1,205 @@
+"""Exact resume: train.py killed (SIGKILL, SIGTERM, Ctrl-C) at chosen moments ends where an uninterrupted run ends.
+
+The moments are chosen with train.py's test hook (interrupts.PAUSE_ENV_VAR): the process waits at
+a named point ("step:2:1" = after epoch 2's first optimizer step, "save:last.pt:2" = epoch 2's
+last.pt fully written to its temp file but not yet renamed into place, ...), says so on stderr,
+and the test kills it there. Every process is a real `python train.py` on real files.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import train
+from {{ cookiecutter.package_name }}.interrupts import PAUSE_ENV_VAR
+
+PROJECT = Path(__file__).resolve().parent.parent
+EPOCHS = 3
+
+# (pause point, epoch that last.pt must hold once the process is killed there)
+KILLS_WORKERS_0 = [
+    ("step:1:2", 0),        # mid epoch 1: only the epoch-0 checkpoint exists
+    ("save:best.pt:1", 0),  # during the write of best.pt
+    ("save:last.pt:1", 0),  # during the write of last.pt: the old file must survive whole
+    ("validate:2", 1),      # between training and validation
+    ("step:3:3", 2),        # after the last step of the last epoch
+]
+KILLS_WORKERS_2 = [
+    ("step:1:1", 0),
+    ("save:last.pt:2", 1),
+    ("step:3:2", 2),
+]
+
+
+def _command(data: Path, out: Path, workers: int, resume: bool) -> list[str]:
+    command = [sys.executable, "train.py", "--data", str(data), "--device", "cpu", "--epochs", str(EPOCHS),
+               "--batch-size", "8", "--image-size", "32", "--workers", str(workers), "--seed", "7",
+               "--no-pretrained", "--precision", "fp32", "--parallel", "none", "--out", str(out)]
+    return command + (["--resume", str(out)] if resume else [])
+
+
+def _env(pause: str | None = None) -> dict[str, str]:
+    # One thread per process: the test machine has few cores and several processes at once.
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop(PAUSE_ENV_VAR, None)
+    if pause:
+        env[PAUSE_ENV_VAR] = pause
+    return env
+
+
+def _start(data: Path, out: Path, workers: int, *, resume: bool, pause: str | None, log: Path) -> subprocess.Popen:
+    with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(_command(data, out, workers, resume), cwd=PROJECT, env=_env(pause),
+                                stdout=subprocess.DEVNULL, stderr=handle)
+
+
+def _wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = 180) -> None:
+    """Wait until `text` appears in the process's stderr."""
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text(errors="replace"):
+        assert process.poll() is None, f"train.py exited {process.returncode} before {text!r}:\n{log.read_text()[-2000:]}"
+        assert time.monotonic() < deadline, f"no {text!r} within {timeout} s"
+        time.sleep(0.05)
+
+
+def _train(data: Path, out: Path, workers: int = 0, *, resume: bool = False) -> None:
+    """Run train.py's main() to completion in this process (saves an interpreter start), on one thread too."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert train.main(_command(data, out, workers, resume)[2:]) == 0
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _kill_at(data: Path, out: Path, workers: int, pause: str, *, resume: bool) -> None:
+    """Start train.py, SIGKILL it at `pause`."""
+    log = out.parent / f"{out.name}-{pause.replace(':', '_')}.log"
+    process = _start(data, out, workers, resume=resume, pause=pause, log=log)
+    try:
+        _wait_for(process, log, f"paused at {pause}")
+    finally:
+        process.kill()  # SIGKILL: no handler, no cleanup, no flush
+        process.wait()
+
+
+def _load(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _tensors(obj, prefix: str = ""):
+    """(path, tensor) for every tensor nested in dicts, lists and tuples."""
+    if isinstance(obj, torch.Tensor):
+        yield prefix, obj
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _tensors(value, f"{prefix}/{key}")
+    elif isinstance(obj, (list, tuple)):
+        for index, value in enumerate(obj):
+            yield from _tensors(value, f"{prefix}/{index}")
+
+
+def assert_same_run(resumed: dict, reference: dict) -> None:
+    """Every tensor (model, optimizer, RNG states) is bit-for-bit equal, and so is the schedule."""
+    mine, theirs = dict(_tensors(resumed)), dict(_tensors(reference))
+    assert mine.keys() == theirs.keys()
+    different = [key for key in theirs if not torch.equal(mine[key], theirs[key])]
+    assert not different, f"{len(different)} tensors differ, first: {different[:3]}"
+    assert any(key.startswith("/model/") for key in mine) and any(key.startswith("/optimizer/") for key in mine)
+    for key in ("epoch", "scheduler", "best_val_acc"):
+        assert resumed[key] == reference[key], key
+    assert resumed["rng"]["python"] == reference["rng"]["python"]
+
+
+@pytest.fixture(scope="module")
+def reference_run(tiny_data, tmp_path_factory) -> Path:
+    """The run directory of one uninterrupted run."""
+    out = tmp_path_factory.mktemp("reference") / "run"
+    _train(tiny_data, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(reference_run) -> dict:
+    """last.pt of the uninterrupted run."""
+    state = _load(reference_run / "last.pt")
+    assert state["epoch"] == EPOCHS
+    return state
+
+
+def test_last_pt_holds_every_piece_as_plain_cpu_data(reference):
+    """Model (plain keys), optimizer, scheduler, scaler, epoch, RNG states, config, classes, version; CPU only."""
+    expected = {"model", "optimizer", "scheduler", "scaler", "epoch", "rng", "config", "class_names", "version"}
+    assert expected <= reference.keys()
+    assert {"python", "numpy", "torch", "cuda"} <= reference["rng"].keys()
+    assert all(tensor.device.type == "cpu" for _, tensor in _tensors(reference))
+    assert not any(key.startswith(("module.", "_orig_mod.")) for key in reference["model"])
+    assert reference["class_names"] == ["circle", "cross", "square", "triangle"]
+
+
+def test_last_pt_loads_with_plain_torch_and_no_gpu(reference_run):
+    """A fresh interpreter that never imports this project, with CUDA hidden, loads last.pt weights_only."""
+    code = ("import sys, torch; s = torch.load(sys.argv[1], weights_only=True); "
+            "assert all(t.device.type == 'cpu' for t in s['model'].values()); print(s['epoch'])")
+    result = subprocess.run([sys.executable, "-c", code, str(reference_run / "last.pt")], cwd=reference_run,
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == str(EPOCHS)
+
+
+def _kill_chain(data: Path, out: Path, workers: int, kills: list[tuple[str, int]]) -> None:
+    """Kill at each moment in turn (each restart resumes), check last.pt after each kill, then finish."""
+    for index, (pause, epoch) in enumerate(kills):
+        _kill_at(data, out, workers, pause, resume=index > 0)
+        assert _load(out / "last.pt")["epoch"] == epoch, pause
+    _train(data, out, workers, resume=True)
+    assert not list(out.glob(".*.tmp"))  # temp files of killed writes were cleaned up on resume
+
+
+@pytest.mark.slow
+def test_sigkill_at_five_moments_then_resume_matches_an_uninterrupted_run(tiny_data, tmp_path, reference):
+    """Killed mid-step, mid-write of best.pt and last.pt, before validation and at the end: same final tensors."""
+    _kill_chain(tiny_data, tmp_path / "run", 0, KILLS_WORKERS_0)
+    assert_same_run(_load(tmp_path / "run" / "last.pt"), reference)
+
+
+@pytest.mark.slow
+def test_sigkill_with_two_persistent_workers_then_resume_matches_an_uninterrupted_run(tiny_data, tmp_path, reference):
+    """With --workers 2 (persistent workers) augmentation is re-derived, not re-drawn: same final tensors."""
+    _kill_chain(tiny_data, tmp_path / "run", 2, KILLS_WORKERS_2)
+    assert_same_run(_load(tmp_path / "run" / "last.pt"), reference)
+
+
+def test_sigterm_finishes_the_step_keeps_the_last_epoch_and_exits_143(tiny_data, tmp_path, reference):
+    """SIGTERM mid-epoch 2: exit 143, one line naming the resume, last.pt holds epoch 1; resuming ends exact."""
+    out, log = tmp_path / "run", tmp_path / "term.log"
+    process = _start(tiny_data, out, 0, resume=False, pause="step:2:1", log=log)
+    _wait_for(process, log, "paused at step:2:1")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == 143
+    text = log.read_text()
+    assert "stopped by SIGTERM at epoch 2 step 1" in text and "--resume" in text and "Traceback" not in text
+    assert _load(out / "last.pt")["epoch"] == 1
+    _train(tiny_data, out, resume=True)
+    assert_same_run(_load(out / "last.pt"), reference)
+
+
+def test_a_second_ctrl_c_aborts_at_once_and_leaves_last_pt_whole(tiny_data, tmp_path):
+    """The first SIGINT asks politely; the second, while the first is still pending, exits 130 immediately."""
+    out, log = tmp_path / "run", tmp_path / "int.log"
+    process = _start(tiny_data, out, 0, resume=False, pause="validate:1", log=log)
+    _wait_for(process, log, "paused at validate:1")
+    process.send_signal(signal.SIGINT)
+    _wait_for(process, log, "Ctrl-C again")
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == 130
+    assert "Traceback" not in log.read_text()
+    assert _load(out / "last.pt")["epoch"] == 0

@@ -1,0 +1,81 @@
+"""Stopping: on SIGINT/SIGTERM after a completed step, and on a non-finite loss with the last good checkpoint kept."""
+
+import os
+import signal
+
+import pytest
+import torch
+
+import train
+from {{ cookiecutter.package_name }}.checkpoint import load_checkpoint, save_checkpoint
+from {{ cookiecutter.package_name }}.data import build_loader, load_splits
+from {{ cookiecutter.package_name }}.engine import NonFiniteLossError, train_one_epoch
+from {{ cookiecutter.package_name }}.interrupts import StopRequest, TrainingInterrupted
+from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.precision import make_policy
+
+CPU = torch.device("cpu")
+ARGS = ["--device", "cpu", "--batch-size", "8", "--image-size", "32", "--no-pretrained",
+        "--precision", "fp32", "--parallel", "none"]
+
+
+def test_the_first_signal_only_raises_a_flag_and_the_next_check_stops():
+    """SIGTERM sets the flag; check() after a step raises TrainingInterrupted with exit code 143."""
+    stop = StopRequest()
+    with stop.installed():
+        stop.check(1, 1)  # nothing requested yet
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop()
+        with pytest.raises(TrainingInterrupted) as caught:
+            stop.check(2, 3)
+    assert caught.value.exit_code == 143 and (caught.value.epoch, caught.value.step) == (2, 3)
+
+
+def test_a_second_signal_aborts_at_once_and_handlers_are_restored():
+    """A second SIGINT raises KeyboardInterrupt in the handler; after the block the old handler is back."""
+    before = signal.getsignal(signal.SIGINT)
+    stop = StopRequest()
+    with pytest.raises(KeyboardInterrupt):
+        with stop.installed():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is before and stop.signum == signal.SIGINT
+
+
+class _NaNFromStep:
+    """Cross-entropy that turns NaN from the given 1-based step on (the stimulus, not the thing tested)."""
+
+    def __init__(self, bad_step: int):
+        self.bad_step, self.calls = bad_step, 0
+
+    def __call__(self, logits, targets):
+        self.calls += 1
+        loss = torch.nn.functional.cross_entropy(logits, targets)
+        return loss * float("nan") if self.calls >= self.bad_step else loss
+
+
+def test_a_non_finite_loss_names_its_epoch_and_step(tiny_data):
+    """The first NaN step is named exactly, even though it is read back only at the end of the epoch."""
+    train_set, _ = load_splits(tiny_data, image_size=32)
+    model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=CPU)
+    policy = make_policy("fp32", CPU)
+    with pytest.raises(NonFiniteLossError, match=r"epoch 4 step 2\b"):
+        train_one_epoch(model, _NaNFromStep(2), torch.optim.SGD(model.parameters(), lr=0.1),
+                        build_loader(train_set, 4, CPU, train=True), CPU, policy=policy,
+                        scaler=policy.grad_scaler(), epoch=4, progress=False)
+
+
+def test_a_non_finite_loss_exits_1_with_one_line_and_keeps_last_pt(tiny_data, tmp_path, capsys):
+    """Resuming weights that give NaN: exit 1, one stderr line naming epoch 2 step 1, last.pt byte-identical."""
+    out = tmp_path / "run"
+    assert train.main(["--data", str(tiny_data), "--epochs", "1", "--out", str(out), *ARGS]) == 0
+    state = load_checkpoint(out / "last.pt")
+    state["model"]["head.weight"].fill_(float("inf"))
+    save_checkpoint(out / "last.pt", state)
+    before = (out / "last.pt").read_bytes()
+    capsys.readouterr()
+    code = train.main(["--data", str(tiny_data), "--epochs", "2", "--out", str(out), "--resume", str(out), *ARGS])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert code == 1
+    assert len(err) == 1 and "non-finite loss at epoch 2 step 1" in err[0]
+    assert (out / "last.pt").read_bytes() == before
