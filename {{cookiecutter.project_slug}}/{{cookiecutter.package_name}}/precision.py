@@ -73,10 +73,10 @@ def why_not(name: str, device: torch.device) -> str | None:
         return f"unknown precision {name!r}; choose one of {', '.join(DTYPES)}"
     if name == "fp32":
         return None
-    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return f"bf16 is not supported on {device} ({torch.cuda.get_device_name(device)})"
     if not _autocast_works(device, DTYPES[name]):
         return f"{name} autocast is not supported on {device.type}"
+    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return f"bf16 is not supported on {device} ({torch.cuda.get_device_name(device)})"
     return None
 
 
