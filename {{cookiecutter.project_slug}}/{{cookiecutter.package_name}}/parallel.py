@@ -165,10 +165,10 @@ def wrap_model(model: nn.Module, mode: str, device: torch.device, *, compile: bo
 def check_compile(device: torch.device) -> None:
     """Raise ParallelError with the reason when torch.compile cannot run on this machine."""
     try:
-        supported = torch._dynamo.is_dynamo_supported()
-    except AttributeError:  # private API moved: let torch.compile speak for itself
+        from torch._dynamo import is_dynamo_supported
+    except ImportError:  # private API moved: let torch.compile speak for itself
         return
-    if not supported:
+    if not is_dynamo_supported():
         raise ParallelError("--compile: torch.compile does not support this Python/platform; run without --compile")
     if device.type == "cpu":
         try:
@@ -181,8 +181,10 @@ def check_compile(device: torch.device) -> None:
             raise ParallelError("--compile on cpu needs a C++ compiler (none found: install g++ or set CXX); "
                                 "run without --compile") from None
     elif device.type == "cuda":
-        from torch.utils._triton import has_triton
-
+        try:
+            from torch.utils._triton import has_triton
+        except ImportError:
+            return
         if not has_triton():
             raise ParallelError("--compile on cuda needs triton (pip install triton); run without --compile")
 
