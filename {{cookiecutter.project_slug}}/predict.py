@@ -26,6 +26,7 @@ from {{ cookiecutter.package_name }}.checkpoint import load_checkpoint
 from {{ cookiecutter.package_name }}.cli import run_cli
 from {{ cookiecutter.package_name }}.data import DataError, build_transforms, load_rgb
 from {{ cookiecutter.package_name }}.model import model_from_checkpoint
+from {{ cookiecutter.package_name }}.precision import half_copy
 
 
 def get_args_parser() -> argparse.ArgumentParser:
@@ -34,7 +35,7 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders or glob patterns")
     p.add_argument("--device", default=None, help=f"default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE}")
-    p.add_argument("--half", action="store_true", help="run in half precision (fp16 on GPUs, bf16 on CPU)")
+    p.add_argument("--half", action="store_true", help="run a float16 copy of the model, inputs cast to match (probabilities agree with fp32 to within 0.05)")
     p.add_argument("--topk", type=int, default=1, metavar="K", help="show the K most likely labels per image")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
@@ -98,11 +99,6 @@ def collate_readable(batch: list) -> tuple[torch.Tensor | None, list[int], list[
     return images, [index for _, index in readable], failed
 
 
-def half_dtype(device: torch.device) -> torch.dtype:
-    """fp16 where accelerators run it fast; bf16 on the CPU, whose fp16 kernels are few and slow."""
-    return torch.bfloat16 if device.type == "cpu" else torch.float16
-
-
 def top_predictions(model: torch.nn.Module, loader: DataLoader, device: torch.device, k: int,
                     warn: Callable[[str], None]) -> Iterator[tuple[int, list[float], list[int]]]:
     """Yield (input index, top-k probabilities, top-k class indices) per readable image, in order."""
@@ -134,7 +130,7 @@ def predict(args: argparse.Namespace) -> int:
     state = load_checkpoint(args.checkpoint, map_location="cpu")
     model = model_from_checkpoint(state, device, args.checkpoint).eval()
     if args.half:
-        model = model.to(half_dtype(device))
+        model = half_copy(model)
     class_names = state["class_names"]
     paths = expand_inputs(args.inputs, warn)
     if not paths:

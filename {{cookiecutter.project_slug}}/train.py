@@ -30,8 +30,10 @@ from {{ cookiecutter.package_name }}.interrupts import StopRequest, TrainingInte
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy, balanced_class_weights
 from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.outputs import plot_curves, read_metrics, run_environment, write_json, write_metrics
-from {{ cookiecutter.package_name }}.parallel import is_main_process, unwrap
-from {{ cookiecutter.package_name }}.precision import make_policy
+from {{ cookiecutter.package_name }}.parallel import (any_rank, check_replicas_agree, eval_shard, for_evaluation, is_distributed,
+                                     is_main_process, main_process_first, print_main, resolve_parallel, start_distributed,
+                                     stop_distributed, train_sampler, unwrap, world_size, wrap_model)
+from {{ cookiecutter.package_name }}.precision import make_policy, resolve_precision
 from {{ cookiecutter.package_name }}.reproducibility import rng_state, seed_epoch, seed_everything, set_rng_state
 
 
@@ -50,9 +52,14 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-size", type=int, default=d.image_size,
                    help=f"default: {DEMO_IMAGE_SIZE} for the demo data, else what the backbone expects")
     p.add_argument("--backbone", default=d.backbone, help="any torchvision classification model name")
-    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=d.precision)
-    p.add_argument("--parallel", choices=("none", "dp", "ddp"), default=d.parallel)
-    p.add_argument("--channels-last", action="store_true", default=d.channels_last)
+    # None = not given: the project default then applies, falling back with a note where it cannot run
+    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=None,
+                   help=f"autocast dtype; fp16 adds a GradScaler on CUDA (default: {d.precision})")
+    p.add_argument("--parallel", choices=("none", "dp", "ddp"), default=None,
+                   help=f"dp: DataParallel over the visible GPUs; ddp: one process per device under torchrun "
+                        f"(default: {d.parallel})")
+    p.add_argument("--channels-last", action="store_true", default=d.channels_last,
+                   help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores)")
     p.add_argument("--compile", action="store_true", default=d.compile, help="torch.compile the model")
     p.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=d.pretrained,
                    help="start from ImageNet weights (needs a download or a cached file)")
@@ -101,12 +108,15 @@ class Run:
     def __init__(self, cfg: TrainConfig, device: torch.device):
         self.cfg, self.device = cfg, device
         self.policy = make_policy(cfg.precision, device)
-        root = Path(cfg.data) if cfg.data else write_demo_dataset(DEMO_ROOT)
+        with main_process_first():  # under ddp, one rank writes the demo data
+            root = Path(cfg.data) if cfg.data else write_demo_dataset(DEMO_ROOT)
         self.image_size = default_image_size(cfg)
         train_set, val_set = load_splits(root, self.image_size)
         self.class_names = train_set.classes
-        self.train_loader = build_loader(train_set, cfg.batch_size, device, train=True, workers=cfg.workers, seed=cfg.seed)
-        self.val_loader = build_loader(val_set, cfg.batch_size, device, train=False, workers=cfg.workers)
+        self.train_loader = build_loader(train_set, cfg.batch_size, device, train=True, workers=cfg.workers,
+                                         seed=cfg.seed, sampler=train_sampler(train_set, cfg.seed))
+        self.val_loader = build_loader(val_set, cfg.batch_size, device, train=False, workers=cfg.workers,
+                                       sampler=eval_shard(val_set))
         self.model = build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device)
         self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
         self.model = self.model.to(memory_format=self.memory_format)
@@ -116,7 +126,7 @@ class Run:
         steps = cfg.epochs * len(self.train_loader)
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=max(steps, 1))
         self.scaler = self.policy.grad_scaler()
-        self.net = torch.compile(self.model) if cfg.compile else self.model
+        self.net = wrap_model(self.model, cfg.parallel, device, compile=cfg.compile)
         self.start_epoch, self.best_acc, self.rows = 1, -1.0, []
         self.stop = StopRequest()  # flagged by SIGINT/SIGTERM once train() installs it
 
@@ -162,12 +172,13 @@ def begin_epoch(run: Run, epoch: int) -> None:
 def run_epoch(run: Run, epoch: int) -> dict:
     """Train and validate once; return the epoch's metrics row."""
     begin_epoch(run, epoch)
+    # Under ddp the stop request is settled between epochs (all ranks must agree), not per step.
+    after_step = None if is_distributed() else functools.partial(run.stop.check, epoch)
     train = train_one_epoch(run.net, run.loss_fn, run.optimizer, run.train_loader, run.device,
                             policy=run.policy, scaler=run.scaler, scheduler=run.scheduler, epoch=epoch,
-                            progress=is_main_process(), memory_format=run.memory_format,
-                            after_step=functools.partial(run.stop.check, epoch))
+                            progress=is_main_process(), memory_format=run.memory_format, after_step=after_step)
     pause_point(f"validate:{epoch}")
-    val = evaluate(run.net, run.loss_fn, run.val_loader, run.device, policy=run.policy,
+    val = evaluate(for_evaluation(run.net), run.loss_fn, run.val_loader, run.device, policy=run.policy,
                    progress=is_main_process(), memory_format=run.memory_format)
     return {"epoch": epoch, "train_loss": round(train.loss, 6), "train_acc": round(train.acc, 6),
             "val_loss": round(val.loss, 6), "val_acc": round(val.acc, 6),
@@ -180,6 +191,8 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
     run.rows.append(row)
     improved = row["val_acc"] > run.best_acc
     run.best_acc = max(run.best_acc, row["val_acc"])
+    if not is_main_process():  # under ddp, rank 0 alone writes
+        return
     state = run.state(row["epoch"])
     write_metrics(out / "metrics.csv", run.rows)
     plot_curves(out / "curves.png", run.rows)
@@ -189,24 +202,34 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
         save_checkpoint(out / name, state, before_replace=functools.partial(pause_point, f"save:{name}:{row['epoch']}"))
 
 
+def resolve_modes(cfg: TrainConfig, device: torch.device) -> TrainConfig:
+    """Settle --parallel and --precision: explicit values must run here, defaults may fall back."""
+    defaults = TrainConfig()  # the template's answers
+    return dataclasses.replace(cfg, parallel=resolve_parallel(cfg.parallel, defaults.parallel, device),
+                               precision=resolve_precision(cfg.precision, defaults.precision, device))
+
+
 def train(cfg: TrainConfig, *, verbose: bool = False, debug_devices: bool = False) -> int:
     """Build everything, then train; nothing is written until all inputs have been checked."""
     check_numbers(cfg)
     device = config.configure_device(cfg.device)
-    print(f"device: {describe_device(device)}", flush=True)
+    cfg = resolve_modes(cfg, device)
+    start_distributed(cfg.parallel, device)  # stopped in main()'s finally
+    ranks = f", one of {world_size()} ddp ranks" if cfg.parallel == "ddp" else ""
+    print_main(f"device: {describe_device(device)}{ranks}")
     seed_everything(cfg.seed)  # the initial weights too: same seed, same run
     run = Run(cfg, device)
     if verbose:
-        print(device_report(run.model), flush=True)
+        print_main(device_report(run.model))
     if debug_devices:
         DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's
     if cfg.resume:
         run.resume(cfg.resume)
     out = Path(cfg.out)
-    write_json(out / "config.json", {**cfg.to_dict(), "resolved_device": str(device),
-                                     "image_size": run.image_size, "class_names": run.class_names,
-                                     "environment": run_environment()})  # versions and command, to rerun it
     if is_main_process():
+        write_json(out / "config.json", {**cfg.to_dict(), "resolved_device": str(device),
+                                         "image_size": run.image_size, "class_names": run.class_names,
+                                         "environment": run_environment()})  # versions and command, to rerun it
         if cfg.resume:  # what a kill mid-write left behind
             remove_partial_writes(out)
         else:  # epoch 0: even a run killed in its first epoch can be resumed
@@ -221,7 +244,9 @@ def train(cfg: TrainConfig, *, verbose: bool = False, debug_devices: bool = Fals
     if run.stop.signum is not None:  # the signal came during validation or saving: both finished
         print(f"stopped: {out / 'last.pt'} holds epoch {cfg.epochs}", file=sys.stderr, flush=True)
         return 128 + run.stop.signum
-    print(f"done: {out / 'last.pt'} (best val_acc {run.best_acc:.3f})")
+    if cfg.parallel == "ddp":
+        print_main(f"ddp: weights identical on every rank (sha256 {check_replicas_agree(run.net)[:12]})")
+    print_main(f"done: {out / 'last.pt'} (best val_acc {run.best_acc:.3f})")
     return 0
 
 
@@ -231,17 +256,20 @@ def train_epochs(run: Run, out: Path) -> None:
     for epoch in range(run.start_epoch, cfg.epochs + 1):
         row = run_epoch(run, epoch)
         save_epoch(run, row, out)
-        print(f"epoch {epoch}/{cfg.epochs}  train_loss {row['train_loss']:.4f}  train_acc {row['train_acc']:.3f}  "
-              f"val_loss {row['val_loss']:.4f}  val_acc {row['val_acc']:.3f}  {row['images_per_s']:.0f} img/s", flush=True)
-        if run.stop() and epoch < cfg.epochs:
+        print_main(f"epoch {epoch}/{cfg.epochs}  train_loss {row['train_loss']:.4f}  train_acc {row['train_acc']:.3f}  "
+                   f"val_loss {row['val_loss']:.4f}  val_acc {row['val_acc']:.3f}  {row['images_per_s']:.0f} img/s")
+        if any_rank(run.stop()) and epoch < cfg.epochs:
             raise TrainingInterrupted(run.stop.signum, epoch + 1, 0)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse flags and train; returns the exit code."""
     args = get_args_parser().parse_args(argv)
-    return run_cli(lambda: train(config_from_args(args), verbose=args.verbose, debug_devices=args.debug_devices),
-                   verbose=args.verbose)
+    try:
+        return run_cli(lambda: train(config_from_args(args), verbose=args.verbose, debug_devices=args.debug_devices),
+                       verbose=args.verbose)
+    finally:
+        stop_distributed()  # on success and on error alike
 
 
 if __name__ == "__main__":

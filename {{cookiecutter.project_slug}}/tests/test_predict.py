@@ -13,6 +13,7 @@ from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpo
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, build_transforms
 from {{ cookiecutter.package_name }}.model import build_model, model_from_checkpoint
+from {{ cookiecutter.package_name }}.precision import half_copy
 
 CLASSES = sorted(DEMO_CLASSES)
 
@@ -102,9 +103,8 @@ def test_topk_table_shows_label_probability_pairs(checkpoint, tmp_path, capsys):
     assert len(pairs) == 4 and all(pair.split()[0] in CLASSES for pair in pairs)
 
 
-def test_half_precision_runs_on_cpu_in_bfloat16(checkpoint, tmp_path, capsys):
-    """--half on the CPU computes in bf16 (its fp16 kernels are few) and still labels every image."""
-    assert predict.half_dtype(torch.device("cpu")) == torch.bfloat16
+def test_half_precision_labels_every_image_on_cpu(checkpoint, tmp_path, capsys):
+    """--half runs a float16 copy of the model on the CPU too and still labels every image."""
     paths = write_images(tmp_path, 3)
     code, out, err = run(capsys, checkpoint, *paths, "--device", "cpu", "--half")
     assert code == 0 and err == [] and len(out) == 4
@@ -115,14 +115,14 @@ def test_cpu_images_are_moved_and_cast_to_the_model(device, checkpoint, tmp_path
     """The loader yields CPU float32 batches; top_predictions hands the model its own device and dtype."""
     device = torch.device(device)
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    model = model_from_checkpoint(state, device).eval().to(predict.half_dtype(device))
+    model = half_copy(model_from_checkpoint(state, device).eval())
     seen = []
     model.register_forward_pre_hook(lambda module, args: seen.append((args[0].device, args[0].dtype)))
     dataset = predict.ImagePaths(write_images(tmp_path, 3), build_transforms(32, train=False))
     loader = torch.utils.data.DataLoader(dataset, batch_size=2, collate_fn=predict.collate_readable)
     results = list(predict.top_predictions(model, loader, device, 1, print))
     assert [index for index, _, _ in results] == [0, 1, 2]
-    assert seen == [(device, predict.half_dtype(device))] * 2
+    assert seen == [(device, torch.float16)] * 2
 
 
 def test_no_readable_image_exits_2_with_one_error_line(checkpoint, tmp_path, capsys):

@@ -13,9 +13,10 @@ from .checkpoint import CheckpointError
 from .data import DataError
 from .devices import DeviceError
 from .model import WeightsError
+from .parallel import ParallelError
 from .precision import PrecisionError
 
-USER_ERRORS = (DeviceError, DataError, CheckpointError, PrecisionError, WeightsError)
+USER_ERRORS = (DeviceError, DataError, CheckpointError, PrecisionError, WeightsError, ParallelError)
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 
 

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from .parallel import reduce_sums
 from .precision import PrecisionPolicy
 
 
@@ -92,6 +93,7 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
         if after_step is not None:
             after_step(step + 1)
     _check_finite(bad_step, epoch)
+    loss_sum, correct, seen = reduce_sums(loss_sum, correct, seen)  # over every rank under ddp
     totals = _summary(loss_sum, correct, seen)
     return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)
 
@@ -113,5 +115,6 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, device: torch.dev
         loss_sum += loss_fn(logits, targets) * targets.size(0)
         correct += (logits.argmax(dim=1) == targets).sum()
         seen += targets.size(0)
+    loss_sum, correct, seen = reduce_sums(loss_sum, correct, seen)  # over every rank under ddp
     totals = _summary(loss_sum, correct, seen)
     return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)

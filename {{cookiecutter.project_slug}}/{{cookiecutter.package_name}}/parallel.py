@@ -1,16 +1,41 @@
-"""Wrapping for several devices, and unwrapping so that checkpoints never see the wrappers."""
+"""Training on several devices, and unwrapping so that checkpoints never see the wrappers.
+
+Three modes, chosen by `--parallel`:
+- `none`: one process, one device.
+- `dp`:   one process driving every visible GPU through `nn.DataParallel` (simple, slower).
+- `ddp`:  one process per device, started by `torchrun`, kept in lockstep by
+          `DistributedDataParallel` (nccl on CUDA, gloo on CPU). Each rank sees its own
+          shard of the data (`DistributedSampler`); epoch totals are summed over ranks;
+          only rank 0 prints and writes files.
+An explicit request that cannot run here stops with a ParallelError (exit 2); the template's
+default mode, when it cannot apply on this machine, falls back to one device with a note.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+from typing import Iterator
 
+import torch
+import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DistributedSampler
+
+MODES = ("none", "dp", "ddp")
+TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+class ParallelError(ValueError):
+    """The requested parallel mode (or --compile) cannot run on this machine."""
 
 
 def unwrap(model: nn.Module) -> nn.Module:
     """The plain model inside DataParallel, DistributedDataParallel and torch.compile wrappers."""
     while True:
-        if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
+        if isinstance(model, (nn.DataParallel, DistributedDataParallel)):
             model = model.module
         elif hasattr(model, "_orig_mod"):  # torch.compile's OptimizedModule
             model = model._orig_mod
@@ -18,11 +43,201 @@ def unwrap(model: nn.Module) -> nn.Module:
             return model
 
 
+def launched_by_torchrun() -> bool:
+    """Whether torchrun (or another launcher speaking its protocol) started this process."""
+    return all(name in os.environ for name in TORCHRUN_VARS)
+
+
+def is_distributed() -> bool:
+    """Whether this process has joined a process group."""
+    return dist.is_available() and dist.is_initialized()
+
+
 def rank() -> int:
-    """This process's global rank under torchrun (0 when not distributed)."""
-    return int(os.environ.get("RANK", 0))
+    """This process's global rank (0 when not distributed)."""
+    return dist.get_rank() if is_distributed() else int(os.environ.get("RANK", 0))
+
+
+def world_size() -> int:
+    """How many processes train together (1 when not distributed)."""
+    return dist.get_world_size() if is_distributed() else int(os.environ.get("WORLD_SIZE", 1))
 
 
 def is_main_process() -> bool:
     """Only rank 0 prints progress and writes files."""
     return rank() == 0
+
+
+def print_main(*args, **kwargs) -> None:
+    """print() on rank 0 only, so a run's output appears once."""
+    if is_main_process():
+        print(*args, **kwargs, flush=True)
+
+
+def _cuda_count() -> int:
+    """Visible CUDA devices (0 without CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def why_not(mode: str, device: torch.device) -> str | None:
+    """Why `mode` cannot run on `device` in this process, or None when it can."""
+    if mode not in MODES:
+        return f"unknown mode; choose one of {', '.join(MODES)}"
+    processes = int(os.environ.get("WORLD_SIZE", 1)) if launched_by_torchrun() else 1
+    if mode != "ddp" and processes > 1:
+        return f"torchrun started {processes} processes, which would train {processes} separate models; use ddp"
+    if mode == "dp":
+        if _cuda_count() < 2:
+            return f"dp needs 2+ CUDA devices, found {_cuda_count()}"
+        if device.type != "cuda":
+            return f"dp runs on CUDA devices, not {device}"
+    if mode == "ddp":
+        if not launched_by_torchrun():
+            return "ddp needs torchrun's environment (launch with: torchrun --nproc_per_node=N train.py ...)"
+        if device.type not in ("cuda", "cpu"):
+            return f"ddp runs on cuda (nccl) or cpu (gloo), not {device.type}"
+        local = int(os.environ["LOCAL_RANK"])
+        if device.type == "cuda" and device.index != local:
+            return f"local rank {local} must train on its own GPU, not {device}; use --device auto"
+    return None
+
+
+def resolve_parallel(requested: str | None, default: str, device: torch.device) -> str:
+    """The mode to run: an explicit request is honoured or refused; a default falls back with a note."""
+    if requested is not None:
+        reason = why_not(requested, device)
+        if reason:
+            raise ParallelError(f"--parallel {requested}: {reason}")
+        return requested
+    if launched_by_torchrun() and int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        default = "ddp"  # several processes were started to train together
+    reason = why_not(default, device)
+    if reason is None:
+        return default
+    print_main(f"parallel: {reason}; running on one device")
+    return "none"
+
+
+def start_distributed(mode: str, device: torch.device) -> None:
+    """Join torchrun's process group for ddp (nccl on CUDA, gloo on CPU); nothing otherwise."""
+    if mode != "ddp" or is_distributed():
+        return
+    on_cuda = device.type == "cuda"
+    dist.init_process_group(backend="nccl" if on_cuda else "gloo", device_id=device if on_cuda else None)
+
+
+def stop_distributed() -> None:
+    """Leave the process group, if one was joined; called in a finally, so also after errors."""
+    if is_distributed():
+        dist.destroy_process_group()
+
+
+def barrier() -> None:
+    """Wait for every rank (a no-op when not distributed)."""
+    if is_distributed():
+        dist.barrier()
+
+
+@contextlib.contextmanager
+def main_process_first() -> Iterator[None]:
+    """Rank 0 runs the block first (e.g. writing the demo data); the others run it after."""
+    if not is_main_process():
+        barrier()
+    yield
+    if is_main_process():
+        barrier()
+
+
+def wrap_model(model: nn.Module, mode: str, device: torch.device, *, compile: bool = False) -> nn.Module:
+    """The module to train through: DataParallel, DDP and/or torch.compile around `model`."""
+    if compile:
+        check_compile(device)
+    if mode == "dp":
+        # device_ids[0] holds the master copy and gathers the outputs: it must be the run's device
+        others = [index for index in range(_cuda_count()) if index != device.index]
+        inner = torch.compile(model) if compile else model
+        return nn.DataParallel(inner, device_ids=[device.index, *others], output_device=device.index)
+    if mode == "ddp":
+        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    return torch.compile(model) if compile else model
+
+
+def check_compile(device: torch.device) -> None:
+    """Raise ParallelError with the reason when torch.compile cannot run on this machine."""
+    try:
+        from torch._dynamo import is_dynamo_supported
+    except ImportError:  # private API moved: let torch.compile speak for itself
+        return
+    if not is_dynamo_supported():
+        raise ParallelError("--compile: torch.compile does not support this Python/platform; run without --compile")
+    if device.type == "cpu":
+        try:
+            from torch._inductor.cpp_builder import get_cpp_compiler
+
+            get_cpp_compiler()
+        except ImportError:
+            return
+        except Exception:  # InvalidCxxCompiler and friends
+            raise ParallelError("--compile on cpu needs a C++ compiler (none found: install g++ or set CXX); "
+                                "run without --compile") from None
+    elif device.type == "cuda":
+        try:
+            from torch.utils._triton import has_triton
+        except ImportError:
+            return
+        if not has_triton():
+            raise ParallelError("--compile on cuda needs triton (pip install triton); run without --compile")
+
+
+def train_sampler(dataset, seed: int) -> DistributedSampler | None:
+    """Under ddp, a sampler giving each rank its own shuffled shard; call set_epoch every epoch."""
+    return DistributedSampler(dataset, shuffle=True, seed=seed) if is_distributed() else None
+
+
+def eval_shard(dataset) -> range | None:
+    """Under ddp, this rank's share of the validation set: each image seen by exactly one rank."""
+    # Not DistributedSampler: it pads with repeated images, which would skew val metrics.
+    return range(rank(), len(dataset), world_size()) if is_distributed() else None
+
+
+def any_rank(flag: bool) -> bool:
+    """True on every rank when `flag` is true on any: ranks that stop at different epochs would hang."""
+    if not is_distributed():
+        return flag
+    flags: list = [None] * world_size()
+    dist.all_gather_object(flags, bool(flag))
+    return any(flags)
+
+
+def for_evaluation(net: nn.Module) -> nn.Module:
+    """The module to validate through: without DDP, whose forward may sync buffers across ranks."""
+    return unwrap(net) if is_distributed() else net
+
+
+def reduce_sums(loss_sum: torch.Tensor, correct: torch.Tensor, seen: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """An epoch's running sums added over every rank (unchanged when not distributed)."""
+    if not is_distributed():
+        return loss_sum, correct, seen
+    totals = torch.stack([loss_sum.double(), correct.double(), loss_sum.new_tensor(seen, dtype=torch.float64)])
+    dist.all_reduce(totals)  # (3,) summed over ranks
+    return totals[0], totals[1], int(totals[2].item())
+
+
+def weights_digest(model: nn.Module) -> str:
+    """A SHA-256 of the model's parameters, by name, as stored (wrappers removed)."""
+    digest = hashlib.sha256()
+    for name, param in unwrap(model).named_parameters():
+        digest.update(name.encode())
+        digest.update(param.detach().to("cpu").reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def check_replicas_agree(model: nn.Module) -> str:
+    """The weights' digest, checked to be the same on every rank; raise if DDP let them drift."""
+    digest = weights_digest(model)
+    if is_distributed():
+        digests: list = [None] * world_size()
+        dist.all_gather_object(digests, digest)
+        if len(set(digests)) > 1:
+            raise RuntimeError(f"ddp replicas diverged: weight digests per rank {digests}")
+    return digest

@@ -1,11 +1,24 @@
-"""Precision policy: which autocast dtype to use, and whether a GradScaler is needed."""
+"""Precision policy: which autocast dtype to use, whether a GradScaler is needed, half inference.
+
+- fp32: no autocast.
+- bf16: autocast to bfloat16; fp32's exponent range, so no loss scaling. CPUs run it too.
+- fp16: autocast to float16 with a GradScaler on CUDA, where small gradients would underflow.
+The loss is always computed in float32 (the loss module upcasts the logits).
+An explicit request that cannot run stops with PrecisionError (exit 2); the template's default
+precision, when it cannot run on this device, falls back to fp32 with a note.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
+import warnings
 
 import torch
+from torch import nn
+
+from .parallel import print_main
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -42,10 +55,54 @@ class PrecisionPolicy:
         return torch.amp.GradScaler(self.device.type, enabled=self.uses_scaler)
 
 
+def _autocast_works(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether autocast on this device type accepts `dtype` (torch warns and disables it if not)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with torch.autocast(device_type=device.type, dtype=dtype):
+                pass
+        except RuntimeError:
+            return False
+    return not any("not supported" in str(w.message) or "disabl" in str(w.message).lower() for w in caught)
+
+
+def why_not(name: str, device: torch.device) -> str | None:
+    """Why precision `name` cannot run on `device`, or None when it can."""
+    if name not in DTYPES:
+        return f"unknown precision {name!r}; choose one of {', '.join(DTYPES)}"
+    if name == "fp32":
+        return None
+    if not _autocast_works(device, DTYPES[name]):
+        return f"{name} autocast is not supported on {device.type}"
+    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return f"bf16 is not supported on {device} ({torch.cuda.get_device_name(device)})"
+    return None
+
+
 def make_policy(name: str, device: torch.device) -> PrecisionPolicy:
     """Check that `name` can run on `device` and return its policy."""
-    if name not in DTYPES:
-        raise PrecisionError(f"unknown precision {name!r}; choose one of {', '.join(DTYPES)}")
-    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise PrecisionError(f"bf16 is not supported on {device} ({torch.cuda.get_device_name(device)}); use fp16 or fp32")
+    reason = why_not(name, device)
+    if reason:
+        raise PrecisionError(f"{reason}; use {'fp16 or fp32' if name == 'bf16' else 'fp32'}")
     return PrecisionPolicy(name, device)
+
+
+def resolve_precision(requested: str | None, default: str, device: torch.device) -> str:
+    """The precision to run: an explicit request is honoured or refused; a default falls back to fp32."""
+    if requested is not None:
+        make_policy(requested, device)  # raises PrecisionError with the reason
+        return requested
+    reason = why_not(default, device)
+    if reason is None:
+        return default
+    print_main(f"precision: {reason}; running in fp32")
+    return "fp32"
+
+
+def half_copy(model: nn.Module) -> nn.Module:
+    """A float16 copy of `model` for inference; the caller's model is left in float32.
+
+    Feed it inputs of its dtype: `images.to(device, dtype=torch.float16)`.
+    """
+    return copy.deepcopy(model).to(dtype=torch.float16)

@@ -1,0 +1,183 @@
+"""Wrappers (DataParallel, DDP, torch.compile), unwrapping, and choosing a parallel mode."""
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import train
+from {{ cookiecutter.package_name }}.checkpoint import load_model_state, model_state, strip_wrapper_prefixes
+from {{ cookiecutter.package_name }}.data import build_loader, load_splits
+from {{ cookiecutter.package_name }}.engine import train_one_epoch
+from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
+from {{ cookiecutter.package_name }}.model import Classifier
+from {{ cookiecutter.package_name }}.parallel import (ParallelError, check_compile, eval_shard, reduce_sums,
+                                     resolve_parallel, train_sampler, unwrap, weights_digest, wrap_model)
+from {{ cookiecutter.package_name }}.precision import make_policy
+
+CPU = torch.device("cpu")
+CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
+TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _model(seed: int = 0, device: torch.device = CPU) -> Classifier:
+    """The project's Classifier around a small conv + batch-norm backbone (wrappers don't care about size)."""
+    torch.manual_seed(seed)
+    with device:
+        backbone = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                 nn.AdaptiveAvgPool2d(1), nn.Flatten())  # (B, 8)
+        return Classifier(backbone, 8, 4)
+
+
+@pytest.fixture
+def not_under_torchrun(monkeypatch):
+    """A process that torchrun did not start, whatever launched the test suite."""
+    for name in TORCHRUN_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def one_process_group(tmp_path, not_under_torchrun):
+    """A real gloo process group of one rank, torn down afterwards."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_dataparallel_on_cpu_leaves_outputs_and_state_dict_keys_unchanged_after_unwrap():
+    """DataParallel adds `module.` to every key; unwrap gives back the very model, same outputs and keys."""
+    model = _model().eval()
+    wrapped = nn.DataParallel(model)
+    images = torch.randn(2, 3, 32, 32)
+    assert all(key.startswith("module.") for key in wrapped.state_dict())
+    assert unwrap(wrapped) is model
+    assert list(unwrap(wrapped).state_dict()) == list(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(wrapped(images), model(images))
+
+
+def test_unwrap_strips_ddp_and_compile_in_any_nesting(one_process_group):
+    """DDP inside compile, compile inside DataParallel: unwrap always reaches the plain model."""
+    model = _model()
+    for wrapped in (nn.parallel.DistributedDataParallel(model), torch.compile(nn.DataParallel(model)),
+                    nn.DataParallel(torch.compile(model)), torch.compile(nn.parallel.DistributedDataParallel(model))):
+        assert unwrap(wrapped) is model
+        assert any(key.startswith(("module.", "_orig_mod.")) for key in wrapped.state_dict())
+        assert list(strip_wrapper_prefixes(wrapped.state_dict())) == list(model.state_dict())
+
+
+WRAPPERS = {
+    "plain": lambda m: m,
+    "dp": nn.DataParallel,
+    "ddp": nn.parallel.DistributedDataParallel,
+    "compile": torch.compile,
+}
+
+
+@pytest.mark.parametrize("source", WRAPPERS)
+def test_a_checkpoint_from_any_wrapper_loads_into_any_other_and_into_a_plain_model(source, one_process_group):
+    """Saved through unwrap, the weights of a wrapped model load into every wrapper and give equal outputs."""
+    trained = WRAPPERS[source](_model(seed=1))
+    state = model_state(unwrap(trained))
+    assert not any(key.startswith(("module.", "_orig_mod.")) for key in state)
+    images = torch.randn(2, 3, 32, 32)
+    expected = unwrap(trained).eval()(images)
+    for target in WRAPPERS:
+        fresh = WRAPPERS[target](_model(seed=2))
+        load_model_state(unwrap(fresh), state, f"{source} checkpoint")
+        assert weights_digest(fresh) == weights_digest(trained)
+        torch.testing.assert_close(unwrap(fresh).eval()(images), expected)
+
+
+@pytest.mark.skipif(CUDA_COUNT >= 2, reason="this machine can run dp")
+def test_asking_for_dp_without_two_gpus_is_exit_2_with_one_line(tiny_data, tmp_path, capsys, not_under_torchrun):
+    """An explicit --parallel dp with fewer than two CUDA devices stops before anything is written."""
+    out = tmp_path / "run"
+    code = train.main(["--data", str(tiny_data), "--device", "cpu", "--parallel", "dp", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "dp needs 2+ CUDA devices" in err[0] and not out.exists()
+
+
+@pytest.mark.parametrize("mode", ["dp", "ddp"])
+def test_a_template_default_that_cannot_apply_falls_back_to_one_device_with_a_note(mode, capsys, not_under_torchrun):
+    """A project generated with dp/ddp still trains on a laptop: the default becomes none, said once."""
+    if mode == "dp" and CUDA_COUNT >= 2:
+        pytest.skip("dp can run here")
+    assert resolve_parallel(None, mode, CPU) == "none"
+    note = capsys.readouterr().out.strip().splitlines()
+    assert len(note) == 1 and note[0].startswith("parallel: ") and "running on one device" in note[0]
+
+
+@pytest.mark.parametrize("mode", ["dp", "ddp"])
+def test_an_explicit_mode_that_cannot_run_is_refused_not_downgraded(mode, not_under_torchrun):
+    """--parallel dp/ddp outside their conditions raise ParallelError naming the reason."""
+    if mode == "dp" and CUDA_COUNT >= 2:
+        pytest.skip("dp can run here")
+    with pytest.raises(ParallelError, match="torchrun" if mode == "ddp" else "2\\+ CUDA"):
+        resolve_parallel(mode, "none", CPU)
+
+
+def test_sums_pass_through_unchanged_when_not_distributed(not_under_torchrun):
+    """Outside a process group, reduce_sums is the identity (no collective is attempted)."""
+    loss_sum, correct = torch.tensor(3.5), torch.tensor(7)
+    assert reduce_sums(loss_sum, correct, 9) == (loss_sum, correct, 9)
+    assert train_sampler(list(range(10)), seed=0) is None and eval_shard(list(range(10))) is None
+
+
+def test_in_a_process_group_sums_are_all_reduced_and_data_is_sharded(one_process_group):
+    """With a real (one-rank) gloo group: all_reduce runs, the sampler is distributed, the val shard is whole."""
+    loss_sum, correct, seen = reduce_sums(torch.tensor(3.5), torch.tensor(7), 9)
+    assert (loss_sum.item(), correct.item(), seen) == (3.5, 7.0, 9)
+    assert isinstance(train_sampler(list(range(10)), seed=0), torch.utils.data.DistributedSampler)
+    assert list(eval_shard(list(range(10)))) == list(range(10))
+
+
+def _one_step(net: nn.Module, model: nn.Module, tiny_data, memory_format=torch.contiguous_format) -> float:
+    """One real training epoch on the tiny data through `net`; returns the loss."""
+    train_set, _ = load_splits(tiny_data, image_size=32)
+    policy = make_policy("fp32", CPU)
+    loader = build_loader(torch.utils.data.Subset(train_set, range(8)), 8, CPU, train=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    stats = train_one_epoch(net, WeightedCrossEntropy(torch.ones(4)), optimizer, loader, CPU, policy=policy,
+                            scaler=policy.grad_scaler(), progress=False, memory_format=memory_format)
+    return stats.loss
+
+
+@pytest.mark.slow
+def test_compiled_model_takes_a_training_step(tiny_data):
+    """--compile: torch.compile (inductor, C++ on CPU) runs forward and backward and moves the weights."""
+    model = _model()
+    before = weights_digest(model)
+    net = wrap_model(model, "none", CPU, compile=True)
+    assert unwrap(net) is model and net is not model
+    assert torch.isfinite(torch.tensor(_one_step(net, model, tiny_data)))
+    assert weights_digest(model) != before
+
+
+def test_compile_without_a_cpp_compiler_is_a_clear_refusal(monkeypatch, tiny_data, tmp_path, capsys):
+    """When inductor finds no C++ compiler, --compile is exit 2 with one line saying so, nothing written."""
+    inductor_config = pytest.importorskip("torch._inductor.config")
+    monkeypatch.setattr(inductor_config.cpp, "cxx", ("/nonexistent/g++",))
+    with pytest.raises(ParallelError, match="C\\+\\+ compiler"):
+        check_compile(CPU)
+    out = tmp_path / "run"
+    code = train.main(["--data", str(tiny_data), "--device", "cpu", "--compile", "--parallel", "none",
+                       "--image-size", "32", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--compile" in err[0] and not out.exists()
+
+
+@pytest.mark.cuda
+@pytest.mark.multi_gpu
+@pytest.mark.skipif(CUDA_COUNT < 2, reason="needs two CUDA devices")
+def test_dataparallel_over_two_gpus_matches_the_plain_model_and_gathers_on_the_run_device():
+    """dp on cuda:0 spreads a batch over both GPUs; outputs match the single-GPU model, gathered on cuda:0."""
+    device = torch.device("cuda", 0)
+    model = _model(device=device).eval()
+    net = wrap_model(model, "dp", device)
+    assert net.device_ids[0] == 0 and len(net.device_ids) == CUDA_COUNT
+    images = torch.randn(8, 3, 32, 32, device=device)
+    with torch.no_grad():
+        torch.testing.assert_close(net(images), model(images), rtol=1e-3, atol=1e-3)
+    assert net(images).device == device
