@@ -1,5 +1,6 @@
 """Precision: autocast dtypes, a float32 loss, the GradScaler only where it belongs, half inference, NHWC."""
 
+import json
 import pytest
 import torch
 
@@ -131,11 +132,11 @@ def test_predict_half_agrees_with_fp32_within_the_stated_tolerance(tiny_data, tm
     images = [str(path) for path in sorted((tiny_data / "val").rglob("*.png"))]
     rows = {}
     for flags in ([], ["--half"]):
-        assert predict.main([str(checkpoint), *images, "--device", "cpu", *flags]) == 0
-        rows[bool(flags)] = [line.split("\t") for line in capsys.readouterr().out.strip().splitlines()]
+        assert predict.main([str(checkpoint), *images, "--device", "cpu", "--json", *flags]) == 0
+        rows[bool(flags)] = json.loads(capsys.readouterr().out)
     assert len(rows[True]) == len(images)
-    for (_, label32, p32), (_, label16, p16) in zip(rows[False], rows[True]):
-        assert label16 == label32 and abs(float(p16) - float(p32)) < HALF_TOLERANCE
+    for full, half in zip(rows[False], rows[True]):
+        assert half["label"] == full["label"] and abs(half["probability"] - full["probability"]) < HALF_TOLERANCE
 
 
 def test_channels_last_takes_a_training_step_and_keeps_its_layout(tiny_data):
