@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from {{ cookiecutter.package_name }} import __version__, config
+from {{ cookiecutter.package_name }}.cache import cache_splits
 from {{ cookiecutter.package_name }}.checkpoint import (
     CheckpointError, load_checkpoint, load_model_state, model_state, remove_partial_writes, save_checkpoint, to_cpu,
 )
@@ -60,6 +61,10 @@ def get_args_parser() -> argparse.ArgumentParser:
                         f"(default: {d.parallel})")
     p.add_argument("--channels-last", action="store_true", default=d.channels_last,
                    help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores)")
+    p.add_argument("--cache-images", action="store_true", default=d.cache_images,
+                   help="decode the data once into memory (uint8, resized) so small runs are compute-bound")
+    p.add_argument("--cache-budget-mb", type=int, default=d.cache_budget_mb,
+                   help="memory --cache-images may use; larger datasets are refused (default: %(default)s)")
     p.add_argument("--compile", action="store_true", default=d.compile, help="torch.compile the model")
     p.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=d.pretrained,
                    help="start from ImageNet weights (needs a download or a cached file)")
@@ -112,6 +117,8 @@ class Run:
             root = Path(cfg.data) if cfg.data else write_demo_dataset(DEMO_ROOT)
         self.image_size = default_image_size(cfg)
         train_set, val_set = load_splits(root, self.image_size)
+        if cfg.cache_images:  # decode once: small runs become compute-bound (see cache.py)
+            train_set, val_set = cache_splits(train_set, val_set, self.image_size, cfg.cache_budget_mb, cfg.workers)
         self.class_names = train_set.classes
         self.train_loader = build_loader(train_set, cfg.batch_size, device, train=True, workers=cfg.workers,
                                          seed=cfg.seed, sampler=train_sampler(train_set, cfg.seed))

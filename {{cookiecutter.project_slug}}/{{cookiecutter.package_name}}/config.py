@@ -54,6 +54,8 @@ class TrainConfig:
     precision: str = "{{ cookiecutter.default_precision }}"  # fp32 | fp16 | bf16
     parallel: str = "{{ cookiecutter.multi_gpu }}"  # none | dp | ddp
     channels_last: bool = False
+    cache_images: bool = False  # decode train/ and val/ once into memory (uint8, resized)
+    cache_budget_mb: int = 2048  # --cache-images refuses a dataset that needs more memory
     compile: bool = False
     out: str = "runs/latest"
     resume: str | None = None  # a checkpoint file or a run directory

@@ -1,0 +1,78 @@
+"""`--cache-images`: decode a small dataset once into memory, so small runs are compute-bound.
+
+Each image is decoded, resized and centre-cropped to the run's image size once, and kept as
+uint8 in one (N, 3, S, S) tensor: a quarter of what float32 would take. The per-sample part of
+the pipeline (random crop and flip for training, float conversion, normalisation) still runs
+every epoch with the same transforms as the uncached data, so augmentation stays per-sample.
+One difference: training crops are taken from the S-px cached image rather than from the
+original file, which matters only when the files are much larger than S.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+from torchvision import datasets
+from torchvision.transforms import v2
+
+from .data import DataError, build_transforms
+
+DEFAULT_CACHE_BUDGET_MB = 2048
+_DECODE_BATCH = 64
+
+
+class CachedImages(Dataset):
+    """An ImageFolder held in memory as uint8; same `classes`, `class_to_idx` and `targets`."""
+
+    def __init__(self, images: torch.Tensor, source: datasets.ImageFolder, transform: v2.Compose):
+        self.images = images  # (N, 3, S, S) uint8
+        self.targets = list(source.targets)
+        self.classes, self.class_to_idx = source.classes, source.class_to_idx
+        self.root = source.root
+        self.transform = transform
+
+    def __len__(self) -> int:
+        """Number of images."""
+        return len(self.targets)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        """The transformed image (3, S, S) float32 and its class index."""
+        return self.transform(self.images[index]), self.targets[index]
+
+
+def cache_megabytes(count: int, image_size: int) -> int:
+    """Memory, in MB rounded up, that `count` uint8 RGB images of `image_size` px take."""
+    return math.ceil(count * 3 * image_size * image_size / 2**20)
+
+
+def check_budget(count: int, image_size: int, budget_mb: int) -> None:
+    """Refuse, before decoding anything, a cache that would not fit in the budget."""
+    needed = cache_megabytes(count, image_size)
+    if needed > budget_mb:
+        raise DataError(f"--cache-images needs {needed} MB for {count} images at {image_size} px, "
+                        f"over the budget of {budget_mb} MB; drop --cache-images or raise --cache-budget-mb")
+
+
+def decode_all(dataset: datasets.ImageFolder, image_size: int, workers: int = 0) -> torch.Tensor:
+    """Every image of `dataset` decoded, resized and centre-cropped: uint8 (N, 3, S, S)."""
+    resized = copy.copy(dataset)  # same files and loader, a decode-and-resize-only transform
+    resized.transform = v2.Compose([v2.ToImage(), v2.Resize(image_size, antialias=True), v2.CenterCrop(image_size)])
+    images = torch.empty((len(dataset), 3, image_size, image_size), dtype=torch.uint8)
+    loader = DataLoader(resized, batch_size=_DECODE_BATCH, shuffle=False, num_workers=workers)
+    start = 0
+    for batch, _ in loader:  # (B, 3, S, S) uint8
+        images[start:start + len(batch)] = batch
+        start += len(batch)
+    return images
+
+
+def cache_splits(train_set: datasets.ImageFolder, val_set: datasets.ImageFolder, image_size: int,
+                 budget_mb: int = DEFAULT_CACHE_BUDGET_MB, workers: int = 0) -> tuple[CachedImages, CachedImages]:
+    """Both splits decoded once into memory, after checking that they fit in `budget_mb`."""
+    check_budget(len(train_set) + len(val_set), image_size, budget_mb)
+    # build_transforms on an S-px uint8 tensor: Resize/CenterCrop to S are no-ops, crops and flips still run.
+    return (CachedImages(decode_all(train_set, image_size, workers), train_set, build_transforms(image_size, train=True)),
+            CachedImages(decode_all(val_set, image_size, workers), val_set, build_transforms(image_size, train=False)))
