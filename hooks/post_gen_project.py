@@ -35,6 +35,8 @@ def main() -> int:
         f"  cd {slug}\n"
         "  python -m pip install -e '.[test]'\n"
         "  python train.py --epochs 3          # trains on the built-in demo data\n"
+        "  python evaluate.py runs/latest       # accuracy, per-class table, confusion matrix\n"
+        "  python predict.py runs/latest IMAGE  # label and probability per image\n"
         "  python -m pytest                     # the device-consistency suite\n"
         f"  python -m {ANSWERS['package_name']}.devices   # what devices this machine has\n"
     )
