@@ -12,7 +12,6 @@ import argparse
 import dataclasses
 import functools
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -24,16 +23,18 @@ from {{ cookiecutter.package_name }}.checkpoint import (
 )
 from {{ cookiecutter.package_name }}.cli import run_cli
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data import DEMO_IMAGE_SIZE, DEMO_ROOT, build_loader, class_counts, load_splits, write_demo_dataset
+from {{ cookiecutter.package_name }}.data import (
+    DEMO_IMAGE_SIZE, DEMO_ROOT, DataError, build_loader, class_counts, load_splits, write_demo_dataset,
+)
 from {{ cookiecutter.package_name }}.devices import DeviceGuard, describe_device, device_report
 from {{ cookiecutter.package_name }}.engine import evaluate, train_one_epoch
 from {{ cookiecutter.package_name }}.interrupts import StopRequest, TrainingInterrupted, pause_point
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy, balanced_class_weights
 from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.outputs import plot_curves, read_metrics, run_environment, write_json, write_metrics
-from {{ cookiecutter.package_name }}.parallel import (any_rank, check_replicas_agree, eval_shard, for_evaluation, is_distributed,
-                                     is_main_process, main_process_first, print_main, resolve_parallel, start_distributed,
-                                     stop_distributed, train_sampler, unwrap, world_size, wrap_model)
+from {{ cookiecutter.package_name }}.parallel import (check_replicas_agree, eval_shard, first_on_any_rank, for_evaluation,
+                                     is_distributed, is_main_process, main_process_first, print_main, resolve_parallel,
+                                     start_distributed, stop_distributed, train_sampler, world_size, wrap_model)
 from {{ cookiecutter.package_name }}.precision import make_policy, resolve_precision
 from {{ cookiecutter.package_name }}.reproducibility import rng_state, seed_epoch, seed_everything, set_rng_state
 
@@ -85,8 +86,6 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def check_numbers(cfg: TrainConfig) -> None:
     """Refuse sizes and counts that cannot work, before anything is built."""
-    from {{ cookiecutter.package_name }}.data import DataError
-
     for name in ("epochs", "batch_size"):
         if getattr(cfg, name) < 1:
             raise DataError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
@@ -243,30 +242,36 @@ def train(cfg: TrainConfig, *, verbose: bool = False, debug_devices: bool = Fals
             save_checkpoint(out / "last.pt", run.state(0))
     with run.stop.installed():
         try:
-            train_epochs(run, out)
+            signum = train_epochs(run, out)
         except TrainingInterrupted as stop:
             print(f"stopped by {stop}: {out / 'last.pt'} holds epoch {stop.epoch - 1}; "
                   f"continue with --resume {out}", file=sys.stderr, flush=True)
             return stop.exit_code
-    if run.stop.signum is not None:  # the signal came during validation or saving: both finished
+    if signum is not None:  # the signal came during the last validation or save: both finished
         print(f"stopped: {out / 'last.pt'} holds epoch {cfg.epochs}", file=sys.stderr, flush=True)
-        return 128 + run.stop.signum
+        return 128 + signum
     if cfg.parallel == "ddp":
         print_main(f"ddp: weights identical on every rank (sha256 {check_replicas_agree(run.net)[:12]})")
     print_main(f"done: {out / 'last.pt'} (best val_acc {run.best_acc:.3f})")
     return 0
 
 
-def train_epochs(run: Run, out: Path) -> None:
-    """Train from run.start_epoch to the last epoch, saving each; stop between epochs on request."""
+def train_epochs(run: Run, out: Path) -> int | None:
+    """Train from run.start_epoch to the last epoch, saving each; stop between epochs on request.
+
+    Returns the stop signal that arrived during the last epoch (None if none), agreed by all ranks.
+    """
     cfg = run.cfg
+    signum = first_on_any_rank(run.stop.signum)  # also the answer when no epoch is left to run
     for epoch in range(run.start_epoch, cfg.epochs + 1):
         row = run_epoch(run, epoch)
         save_epoch(run, row, out)
         print_main(f"epoch {epoch}/{cfg.epochs}  train_loss {row['train_loss']:.4f}  train_acc {row['train_acc']:.3f}  "
                    f"val_loss {row['val_loss']:.4f}  val_acc {row['val_acc']:.3f}  {row['images_per_s']:.0f} img/s")
-        if any_rank(run.stop()) and epoch < cfg.epochs:
-            raise TrainingInterrupted(run.stop.signum, epoch + 1, 0)
+        signum = first_on_any_rank(run.stop.signum)
+        if signum is not None and epoch < cfg.epochs:
+            raise TrainingInterrupted(signum, epoch + 1, 0)
+    return signum
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -200,13 +200,16 @@ def eval_shard(dataset) -> range | None:
     return range(rank(), len(dataset), world_size()) if is_distributed() else None
 
 
-def any_rank(flag: bool) -> bool:
-    """True on every rank when `flag` is true on any: ranks that stop at different epochs would hang."""
+def first_on_any_rank(value: int | None) -> int | None:
+    """The first non-None `value` over all ranks, the same on every rank (e.g. a stop signal).
+
+    Ranks that stopped at different epochs would hang in the next collective, so they agree first.
+    """
     if not is_distributed():
-        return flag
-    flags: list = [None] * world_size()
-    dist.all_gather_object(flags, bool(flag))
-    return any(flags)
+        return value
+    values: list = [None] * world_size()
+    dist.all_gather_object(values, value)
+    return next((v for v in values if v is not None), None)
 
 
 def for_evaluation(net: nn.Module) -> nn.Module:
