@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CONTEXT, TEMPLATE, describe, run
+from helpers import CONTEXT, TEMPLATE
 
 README = (TEMPLATE / "README.md").read_text(encoding="utf-8")
 

@@ -69,7 +69,7 @@ def benchmark(args: argparse.Namespace) -> int:
     datasets = {"files": train_set}
     if args.cache_images:
         start = time.perf_counter()
-        datasets["cached"] = cache_splits(train_set, val_set, args.image_size)[0]
+        datasets["cached"] = cache_splits(train_set, val_set, args.image_size, config.TrainConfig().cache_budget_mb)[0]
         print(f"cache built in {time.perf_counter() - start:.1f} s", flush=True)
     print(f"device: {describe_device(device)}  threads: {torch.get_num_threads()}  data: {root} "
           f"({len(train_set)} train images)  batch {args.batch_size} at {args.image_size} px", flush=True)

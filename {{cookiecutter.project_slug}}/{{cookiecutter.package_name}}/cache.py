@@ -20,7 +20,6 @@ from torchvision.transforms import v2
 
 from .data import DataError, build_transforms
 
-DEFAULT_CACHE_BUDGET_MB = 2048
 _DECODE_BATCH = 64
 
 
@@ -70,7 +69,7 @@ def decode_all(dataset: datasets.ImageFolder, image_size: int, workers: int = 0)
 
 
 def cache_splits(train_set: datasets.ImageFolder, val_set: datasets.ImageFolder, image_size: int,
-                 budget_mb: int = DEFAULT_CACHE_BUDGET_MB, workers: int = 0) -> tuple[CachedImages, CachedImages]:
+                 budget_mb: int, workers: int = 0) -> tuple[CachedImages, CachedImages]:
     """Both splits decoded once into memory, after checking that they fit in `budget_mb`."""
     check_budget(len(train_set) + len(val_set), image_size, budget_mb)
     # build_transforms on an S-px uint8 tensor: Resize/CenterCrop to S are no-ops, crops and flips still run.
