@@ -8,7 +8,13 @@ from torchvision import models
 
 from {{ cookiecutter.package_name }}.devices import module_device
 from {{ cookiecutter.package_name }}.model import (
-    Classifier, WeightsError, build_model, feature_width, pretrained_state_dict, strip_classifier, weights_file,
+    Classifier,
+    WeightsError,
+    build_model,
+    feature_width,
+    pretrained_state_dict,
+    strip_classifier,
+    weights_file,
 )
 
 BACKBONE = "{{ cookiecutter.backbone }}"

@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader
 from torchvision import datasets
 from torchvision.transforms import v2
 
+from .errors import UserError
 from .interrupts import ignore_sigint_in_worker
 from .reproducibility import EpochSampler, SeededSamples
 
@@ -29,7 +30,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """The data folder is missing, empty or malformed."""
 
 
