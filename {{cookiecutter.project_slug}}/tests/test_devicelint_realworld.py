@@ -268,6 +268,8 @@ def test_dev004_advises_plain_values_when_the_checkpoint_pickles_objects() -> No
     assert finding.endswith("not given; the checkpoint pickles args: save plain values")
     [plain] = details("torch.save({'model': sd}, path)\nckpt = torch.load(path, map_location='cpu')\n")
     assert plain.endswith("not given")
+    [numpy] = details("torch.save({'mean': np.array(m), 'cfg': config}, p)\ns = torch.load(p, map_location='cpu')\n")
+    assert numpy.endswith("the checkpoint pickles a numpy array, config: save plain values")
 
 
 @pytest.mark.xfail(strict=True, reason="known miss: a device literal passed positionally to another constructor")
