@@ -1,6 +1,8 @@
-"""Shared fixtures: the devices to test on, and tiny demo data written to disk."""
+"""Shared fixtures: the devices to test on, tiny demo data written to disk, and a faked CUDA backend."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
@@ -36,3 +38,73 @@ def tiny_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("data") / "demo"
     write_demo_dataset(root, train_per_class=6, val_per_class=3, image_size=32, seed=0)
     return root
+
+
+@dataclasses.dataclass
+class FakeGpu:
+    """What torch.cuda.get_device_properties and mem_get_info report for one faked GPU."""
+
+    name: str
+    total_memory: int
+    free: int
+    uuid: str  # without 'GPU-', as torch's properties print it
+    pci_bus_id: int
+    major: int = 9
+    minor: int = 0
+    multi_processor_count: int = 132
+    pci_domain_id: int = 0
+    pci_device_id: int = 0
+
+
+class FakeCuda:
+    """torch.cuda answering as a machine with `gpus`: only the backend is faked, never the project's code.
+
+    Device counts, the current device, properties and free memory are what the code under test asks
+    torch.cuda; no tensor can be allocated (use FakeTensorMode for tensors on cuda:N).
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu]) -> None:
+        self.gpus, self.current, self.set_device_calls = gpus, 0, []
+        for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LOCAL_RANK"):
+            monkeypatch.delenv(name, raising=False)
+        fakes = {
+            "is_available": lambda: True,
+            "device_count": lambda: len(self.gpus),
+            "current_device": lambda: self.current,
+            "set_device": self._set_device,
+            "get_device_properties": lambda device=None: self.gpus[self._index(device)],
+            "get_device_name": lambda device=None: self.gpus[self._index(device)].name,
+            "mem_get_info": lambda device=None: (self.gpus[self._index(device)].free,
+                                                 self.gpus[self._index(device)].total_memory),
+            "is_bf16_supported": lambda *args, **kwargs: True,
+        }
+        for name, fake in fakes.items():
+            monkeypatch.setattr(torch.cuda, name, fake)
+
+    def _index(self, device: int | str | torch.device | None) -> int:
+        """The GPU a torch.cuda call means: an index, 'cuda:N', a torch.device, or None (the current one)."""
+        if device is None:
+            return self.current
+        index = device if isinstance(device, int) else torch.device(device).index
+        index = self.current if index is None else index
+        if not 0 <= index < len(self.gpus):
+            raise RuntimeError(f"fake CUDA: invalid device ordinal {index}")  # as CUDA would
+        return index
+
+    def _set_device(self, device: int | str | torch.device) -> None:
+        self.current = self._index(device)
+        self.set_device_calls.append(self.current)
+
+
+GIB = 2**30
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """A factory: fake_cuda(free_gib=[10, 70]) makes torch.cuda report one H100 per entry, that much free."""
+    def install(free_gib: list[float] = (10, 70)) -> FakeCuda:
+        gpus = [FakeGpu(name="NVIDIA H100 80GB HBM3", total_memory=80 * GIB, free=int(free * GIB),
+                        uuid=f"{index:08x}-1111-2222-3333-44445555666{index}", pci_bus_id=0x19 + 0x20 * index)
+                for index, free in enumerate(free_gib)]
+        return FakeCuda(monkeypatch, gpus)
+    return install

@@ -20,7 +20,10 @@ from {{ cookiecutter.package_name }}.devices import (
     DeviceGuard,
     available_devices,
     describe_device,
+    device_identity,
     device_report,
+    gpu_info,
+    index_order_warning,
     main,
     module_device,
     move_to,
@@ -371,6 +374,149 @@ def test_cli_exits_2_with_one_line_for_a_bad_spec(capsys):
     assert error.count("\n") == 1 and "'gpu'" in error and "available: " in error
 
 
+# --- Faked GPUs: auto:free, physical identity, UUID specs, the CLI's GPU table ----------------------
+
+UUID1 = "GPU-00000001-1111-2222-3333-444455556661"  # what fake_cuda gives cuda:1
+
+
+@pytest.mark.fake_cuda
+def test_auto_free_picks_the_gpu_with_most_free_memory_and_says_why(fake_cuda):
+    """auto:free with 10, 70 and 30 GiB free picks cuda:1, makes it current, and the device line says why."""
+    cuda = fake_cuda(free_gib=[10, 70, 30])
+    assert resolve_device("auto:free") == torch.device("cuda", 1)
+    assert cuda.current == 1
+    assert describe_device(torch.device("cuda", 1)).endswith(
+        "; auto:free: most free memory (cuda:0 10.0 GiB, cuda:1 70.0 GiB, cuda:2 30.0 GiB free)")
+
+
+@pytest.mark.fake_cuda
+def test_auto_free_breaks_ties_towards_the_lower_index(fake_cuda):
+    """Two equally free GPUs: the first, so that repeated runs agree."""
+    fake_cuda(free_gib=[10, 40, 40])
+    assert resolve_device("AUTO:FREE") == torch.device("cuda", 1)
+
+
+@pytest.mark.fake_cuda
+@pytest.mark.parametrize("minimum, expected", [("40GiB", 1), ("70G", 1), ("75GB", 1), ("500MiB", 1)])
+def test_auto_free_with_a_minimum_takes_the_freest_gpu_that_has_it(fake_cuda, minimum, expected):
+    """auto:free:40GiB is met by cuda:1's 70 GiB (75 GB = 69.8 GiB is too)."""
+    fake_cuda(free_gib=[10, 70, 30])
+    assert resolve_device(f"auto:free:{minimum}") == torch.device("cuda", expected)
+
+
+@pytest.mark.fake_cuda
+def test_auto_free_refuses_when_no_gpu_has_the_minimum_listing_what_each_has(fake_cuda):
+    """auto:free:72GiB on GPUs with 10, 70, 30 GiB free: one line with every GPU's free memory, none made current."""
+    cuda = fake_cuda(free_gib=[10, 70, 30])
+    with pytest.raises(DeviceError) as info:
+        resolve_device("auto:free:72GiB")
+    assert str(info.value).startswith("auto:free: no CUDA device has 72.0 GiB free "
+                                      "(cuda:0 10.0 GiB, cuda:1 70.0 GiB, cuda:2 30.0 GiB free); available: ")
+    assert cuda.set_device_calls == []
+
+
+@pytest.mark.fake_cuda
+def test_auto_free_under_torchrun_follows_local_rank_not_free_memory(fake_cuda, monkeypatch):
+    """Every rank must train on its own GPU: LOCAL_RANK=0 keeps cuda:0 though cuda:1 is freer."""
+    fake_cuda(free_gib=[10, 70])
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert resolve_device("auto:free") == torch.device("cuda", 0)
+    assert "LOCAL_RANK decides under torchrun" in describe_device(torch.device("cuda", 0))
+    with pytest.raises(DeviceError, match="no CUDA device has 20.0 GiB free \\(cuda:0 10.0 GiB free\\)"):
+        resolve_device("auto:free:20GiB")
+
+
+@pytest.mark.parametrize("spec", ["auto:free:8", "auto:free:lots", "auto:free:8XB", "auto:free:", "auto:freest"])
+def test_auto_free_with_a_malformed_minimum_is_refused(spec):
+    """A minimum needs a number and a unit; the one-line message shows the form it takes."""
+    with pytest.raises(DeviceError, match=f"unknown device '{spec}'.*auto:free:8GiB"):
+        resolve_device(spec)
+
+
+def test_auto_free_without_a_gpu_is_auto():
+    """On a machine without CUDA, auto:free chooses as auto does: mps, xpu or cpu."""
+    if CUDA_COUNT:
+        pytest.skip("this machine has CUDA")
+    assert resolve_device("auto:free") == resolve_device("auto")
+
+
+@pytest.mark.fake_cuda
+@pytest.mark.parametrize("spec", [UUID1, UUID1.lower(), UUID1.upper(), "GPU-00000001", f"  {UUID1} "])
+def test_a_gpu_uuid_or_its_unique_prefix_names_that_gpu(fake_cuda, spec):
+    """--device GPU-<uuid>, as nvidia-smi -L prints it (any case, or a unique prefix), is that GPU."""
+    cuda = fake_cuda(free_gib=[10, 70])
+    assert resolve_device(spec) == torch.device("cuda", 1)
+    assert cuda.current == 1
+
+
+@pytest.mark.fake_cuda
+@pytest.mark.parametrize("spec, problem", [("GPU-0000000", "matches several GPUs"),
+                                           ("GPU-99999999", "is not the UUID of a visible GPU")])
+def test_an_unknown_or_ambiguous_uuid_is_refused_in_one_line(fake_cuda, spec, problem):
+    """A UUID that is no visible GPU's, or a prefix of several, says which and where to look them up."""
+    fake_cuda(free_gib=[10, 70])
+    with pytest.raises(DeviceError) as info:
+        resolve_device(spec)
+    assert str(info.value) == (f"device '{spec}' {problem} (python -m {main.__module__} lists them); "
+                               "available: cuda:0, cuda:1, cpu")
+
+
+@pytest.mark.fake_cuda
+def test_gpu_info_names_the_physical_card_behind_cuda_1(fake_cuda, monkeypatch):
+    """Name, memory, UUID and PCI bus id as nvidia-smi prints them, and its CUDA_VISIBLE_DEVICES entry."""
+    fake_cuda(free_gib=[10, 70])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    info = gpu_info(1)
+    assert (info.name, info.total_memory, info.free_memory) == ("NVIDIA H100 80GB HBM3", 80 * 2**30, 70 * 2**30)
+    assert (info.uuid, info.pci_bus_id, info.visible_as) == (UUID1, "00000000:39:00.0", "5")
+    assert describe_device(torch.device("cuda", 1)) == (
+        f"cuda:1 (NVIDIA H100 80GB HBM3, 80.0 GiB, 70.0 GiB free, {UUID1}, PCI 00000000:39:00.0, "
+        "CUDA_VISIBLE_DEVICES entry 5)")
+
+
+@pytest.mark.fake_cuda
+def test_device_identity_is_what_config_json_records_of_a_gpu(fake_cuda):
+    """The identity is stable facts only (no free memory); None for devices that are no GPU."""
+    fake_cuda(free_gib=[10, 70])
+    identity = device_identity(torch.device("cuda", 1))
+    assert identity == {"device": "cuda:1", "name": "NVIDIA H100 80GB HBM3", "total_memory": 80 * 2**30,
+                        "uuid": UUID1, "pci_bus_id": "00000000:39:00.0", "visible_as": None}
+    assert device_identity(CPU) is None and device_identity(META) is None
+
+
+@pytest.mark.fake_cuda
+def test_cli_shows_each_gpu_its_identity_the_mapping_and_the_order_warning(fake_cuda, monkeypatch, capsys):
+    """python -m <package>.devices: a row per GPU with free memory, UUID, PCI bus id and visible entry."""
+    fake_cuda(free_gib=[10, 70])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
+    assert main(["auto:free"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    gpu_rows = [line.split() for line in lines if line.startswith("cuda:")]
+    assert gpu_rows[2:] == [["cuda:0", "10.0", "GiB", "GPU-00000000-1111-2222-3333-444455556660", "00000000:19:00.0", "2"],
+                            ["cuda:1", "70.0", "GiB", UUID1, "00000000:39:00.0", "0"]]
+    assert gpu_rows[0][:5] == ["cuda:0", "NVIDIA", "H100", "80GB", "HBM3"]  # the first table: name, memory...
+    assert "CUDA_VISIBLE_DEVICES=2,0: cuda:N is its N-th entry" in lines
+    assert [line for line in lines if line.startswith("warning:")] == [index_order_warning()]
+    assert lines[-1].startswith("auto:free -> cuda:1 (NVIDIA H100 80GB HBM3, 80.0 GiB, 70.0 GiB free")
+    assert lines[-1].endswith("; auto:free: most free memory (cuda:0 10.0 GiB, cuda:1 70.0 GiB free)")
+
+
+@pytest.mark.fake_cuda
+@pytest.mark.parametrize("free_gib, order, warned", [([10, 70], None, True), ([10, 70], "PCI_BUS_ID", False),
+                                                     ([10, 70], "FASTEST_FIRST", True), ([10], None, False)])
+def test_index_order_warning_only_for_several_gpus_not_in_pci_order(fake_cuda, monkeypatch, capsys,
+                                                                    free_gib, order, warned):
+    """One warning line exactly when cuda:N may differ from nvidia-smi's GPU N."""
+    fake_cuda(free_gib=free_gib)
+    if order:
+        monkeypatch.setenv("CUDA_DEVICE_ORDER", order)
+    assert main(["cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("warning:") == int(warned)
+    assert ("may differ from nvidia-smi's GPU N" in out) == warned
+    assert "CUDA_VISIBLE_DEVICES is unset: every GPU is visible" in out
+
+
 # --- CUDA only ------------------------------------------------------------------------------------
 
 @pytest.mark.cuda
@@ -426,3 +572,46 @@ def test_use_device_and_torchrun_auto_select_cuda_1(monkeypatch):
     assert torch.cuda.current_device() == 0
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert resolve_device("auto") == torch.device("cuda", 1)
+
+
+_CONTEXTS = """
+import sys, torch
+import train
+code = train.main(sys.argv[1:])
+print("contexts:", [torch._C._cuda_hasPrimaryContext(i) for i in range(torch.cuda.device_count())])
+sys.exit(code)
+"""
+
+
+@pytest.mark.cuda
+@pytest.mark.multi_gpu
+@pytest.mark.slow
+@pytest.mark.skipif(CUDA_COUNT < 2, reason="needs two CUDA devices")
+def test_a_training_run_on_cuda_1_opens_no_context_on_cuda_0(tiny_data, tmp_path):
+    """What nvidia-smi users check: after train.py --device cuda:1, the process holds no context on GPU 0.
+
+    A CUDA context costs a few hundred MiB on its GPU and shows up in nvidia-smi's process list; one
+    on cuda:0 means something ran there before (or besides) set_device(1).
+    """
+    args = ["--data", str(tiny_data), "--device", "cuda:1", "--epochs", "1", "--batch-size", "8",
+            "--image-size", "32", "--out", str(tmp_path / "run"), "--parallel", "none", "--precision", "fp32"]
+    result = subprocess.run([sys.executable, "-c", _CONTEXTS, *args], cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    contexts = eval(result.stdout.splitlines()[-1].removeprefix("contexts: "))
+    assert contexts[0] is False and contexts[1] is True
+
+
+@pytest.mark.cuda
+@pytest.mark.multi_gpu
+@pytest.mark.skipif(CUDA_COUNT < 2, reason="needs two CUDA devices")
+def test_auto_free_opens_a_context_only_on_the_gpu_it_picks():
+    """auto:free reads free memory through NVML, so choosing touches no GPU it does not pick."""
+    script = ("import torch; from {{ cookiecutter.package_name }}.devices import resolve_device; "
+              "device = resolve_device('auto:free'); torch.empty(1, device=device); "
+              "print(device.index, [torch._C._cuda_hasPrimaryContext(i) for i in range(torch.cuda.device_count())])")
+    result = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    index, contexts = result.stdout.split(" ", 1)
+    assert [i for i, has in enumerate(eval(contexts)) if has] == [int(index)]

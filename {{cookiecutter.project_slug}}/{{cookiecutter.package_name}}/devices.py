@@ -6,6 +6,10 @@ and let modules read their device from their own tensors. Each common pattern ha
     pattern in the wild                                  what this file ships
     device = torch.device("cuda" if ... else "cpu")      resolve_device(spec): never downgrades,
                                                          knows mps / xpu / torchrun, checks cuda:N
+    a loop over nvidia-smi to find an idle GPU           resolve_device("auto:free:8GiB"): the GPU
+                                                         with the most free memory, and why
+    "which card is cuda:1?"                              gpu_info(1): name, memory, UUID, PCI bus id,
+                                                         its CUDA_VISIBLE_DEVICES entry; --device GPU-<uuid>
     next(model.parameters()).device                      module_device(module): parameters and
                                                          buffers; names the tensors when split
     a dummy nn.Parameter(torch.empty(0)) for .device     DeviceAwareMixin: .device and .dtype
@@ -15,8 +19,9 @@ and let modules read their device from their own tensors. Each common pattern ha
     a context manager around torch.cuda.set_device       use_device(device): no-op off CUDA / XPU
     "Expected all tensors to be on the same device"      DeviceGuard(model): names the submodule
 
-`python -m <package>.devices [SPEC]` prints this machine's devices and what SPEC (default: auto)
-resolves to; it exits 2 with one line when SPEC is bad.
+`python -m <package>.devices [SPEC]` prints this machine's devices (for GPUs also free memory, UUID,
+PCI bus id and the CUDA_VISIBLE_DEVICES mapping) and what SPEC (default: auto) resolves to; it
+exits 2 with one line when SPEC is bad.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import ctypes
 import dataclasses
 import functools
 import operator
@@ -38,7 +44,8 @@ import torch
 from torch import nn
 
 __all__ = [
-    "DeviceError", "available_devices", "resolve_device", "describe_device", "module_device",
+    "DeviceError", "available_devices", "resolve_device", "describe_device", "GpuInfo", "gpu_info",
+    "device_identity", "index_order_warning", "module_device",
     "DeviceAwareMixin", "move_to", "on_device", "use_device", "same_device", "device_report",
     "DeviceGuard", "main",
 ]
@@ -47,6 +54,12 @@ _KINDS = ("cpu", "cuda", "mps", "xpu", "meta")
 _INDEXED = ("cuda", "mps", "xpu")  # tensors on these report an index: cuda:0, never bare cuda
 # Indices without leading zeros: torch itself rejects 'cuda:01', so we must not accept it either.
 _SPEC = re.compile(r"(cpu|cuda|mps|xpu|meta)(?::(0|[1-9][0-9]*))?\Z")
+_AUTO_FREE = re.compile(r"auto:free(?::([0-9]+(?:\.[0-9]+)?)([a-z]*))?\Z")  # auto:free, auto:free:8GiB
+_UUID = re.compile(r"gpu-[0-9a-f-]+\Z")  # as nvidia-smi -L and CUDA_VISIBLE_DEVICES write it
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30, "t": 2**40, "tib": 2**40}
+_THIS = __spec__.name if __spec__ is not None else __name__  # 'pkg.devices' under python -m too
+_WHY: dict[torch.device, str] = {}  # why the last resolve_device call chose its device, for describe_device
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -147,6 +160,143 @@ def _is_auto(spec: object) -> bool:
     return spec is None or (isinstance(spec, str) and spec.strip().lower() == "auto")
 
 
+# --- Which physical GPU, and how much of it is free ------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class GpuInfo:
+    """What identifies one visible CUDA device, as nvidia-smi shows it, and its memory in bytes."""
+
+    device: torch.device
+    name: str
+    total_memory: int
+    free_memory: int
+    uuid: str  # 'GPU-5e3f...', as nvidia-smi -L prints it
+    pci_bus_id: str  # '00000000:65:00.0', as nvidia-smi prints it; '-' when torch cannot tell
+    visible_as: str | None  # this index's entry in CUDA_VISIBLE_DEVICES; None when that is unset
+
+
+def _uuid(index: int) -> str:
+    """The GPU's UUID in nvidia-smi's form; torch prints it without the 'GPU-' prefix."""
+    return f"GPU-{torch.cuda.get_device_properties(index).uuid}"
+
+
+def _pci_bus_id(props: Any) -> str:
+    """nvidia-smi's 'domain:bus:device.function' from the device properties ('-' on older torch)."""
+    parts = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    return "-" if None in parts else "{:08X}:{:02X}:{:02X}.0".format(*parts)
+
+
+def _nvml_memory(uuid: str) -> tuple[int, int] | None:
+    """(free, total) bytes from NVML, which opens no CUDA context; None where NVML is missing or fails.
+
+    torch.cuda.mem_get_info needs a CUDA context on the device it asks about, a few hundred MiB held
+    for the life of the process: asking every GPU that way would squat on each of them.
+    """
+    try:
+        nvml = ctypes.CDLL("nvml.dll" if os.name == "nt" else "libnvidia-ml.so.1")
+    except OSError:
+        return None
+
+    class Memory(ctypes.Structure):
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+    handle, memory = ctypes.c_void_p(), Memory()
+    if nvml.nvmlInit_v2() != 0:
+        return None
+    try:
+        found = nvml.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle)) == 0
+        if not found or nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != 0:
+            return None
+        return memory.free, memory.total
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _free_memory(index: int) -> int:
+    """Free bytes on cuda:index: NVML when present, else torch.cuda.mem_get_info (opens a context)."""
+    from_nvml = _nvml_memory(_uuid(index))
+    return from_nvml[0] if from_nvml else torch.cuda.mem_get_info(index)[0]
+
+
+def gpu_info(index: int) -> GpuInfo:
+    """Name, memory, UUID, PCI bus id and CUDA_VISIBLE_DEVICES entry of the visible GPU cuda:index."""
+    props = torch.cuda.get_device_properties(index)
+    visible = [entry.strip() for entry in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    return GpuInfo(torch.device("cuda", index), props.name, props.total_memory, _free_memory(index),
+                   f"GPU-{props.uuid}", _pci_bus_id(props),
+                   visible[index] if "CUDA_VISIBLE_DEVICES" in os.environ and index < len(visible) else None)
+
+
+def device_identity(device: torch.device) -> dict[str, Any] | None:
+    """What config.json records of a CUDA device: name, total memory, UUID, PCI bus id; None elsewhere."""
+    if device.type != "cuda" or device.index is None:
+        return None
+    info = dataclasses.asdict(gpu_info(device.index))
+    del info["free_memory"]  # a moment's value, not an identity
+    return {**info, "device": str(device)}
+
+
+def index_order_warning() -> str | None:
+    """One line when cuda:N may not be nvidia-smi's GPU N (several GPUs, CUDA_DEVICE_ORDER not PCI_BUS_ID)."""
+    if _backend_count("cuda") < 2 or os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID":
+        return None
+    return ("warning: CUDA_DEVICE_ORDER is not PCI_BUS_ID, so cuda:N may differ from nvidia-smi's GPU N; "
+            "match them by UUID or PCI bus id, or export CUDA_DEVICE_ORDER=PCI_BUS_ID")
+
+
+def _min_free(spec: object) -> int | None:
+    """The minimum free bytes an 'auto:free[:SIZE]' spec asks for (0 without SIZE); None for other specs."""
+    if not isinstance(spec, str) or not spec.strip().lower().startswith("auto:free"):
+        return None
+    match = _AUTO_FREE.match(spec.strip().lower())
+    if not match or (match.group(1) and match.group(2) not in _UNITS):
+        raise DeviceError(f"unknown device {_show(spec)}: auto:free takes a minimum such as auto:free:8GiB")
+    number, unit = match.groups()
+    return int(float(number) * _UNITS[unit]) if number else 0
+
+
+def _auto_free(min_free: int) -> tuple[torch.device, str | None]:
+    """The CUDA device with the most free memory (at least `min_free`), and why; like auto without CUDA.
+
+    Under torchrun, LOCAL_RANK decides as for auto: every rank must train on its own GPU.
+    """
+    count = _backend_count("cuda")
+    if count == 0:
+        return _auto(), None  # no GPU to choose between: mps, xpu or cpu, as for auto
+    torchrun = os.environ.get("LOCAL_RANK") is not None
+    candidates = [_auto().index] if torchrun else list(range(count))
+    free = {index: _free_memory(index) for index in candidates}
+    best = max(free, key=lambda index: (free[index], -index))  # ties go to the lower index
+    listed = ", ".join(f"cuda:{index} {_format_bytes(free[index])}" for index in free)
+    if free[best] < min_free:
+        raise DeviceError(f"auto:free: no CUDA device has {_format_bytes(min_free)} free ({listed} free)")
+    if torchrun:
+        return torch.device("cuda", best), f"auto:free: LOCAL_RANK decides under torchrun ({listed} free)"
+    return torch.device("cuda", best), f"auto:free: most free memory ({listed} free)"
+
+
+def _by_uuid(spec: str) -> torch.device:
+    """The visible GPU whose UUID is, or starts with, `spec` (as CUDA_VISIBLE_DEVICES matches them)."""
+    wanted = spec.strip().lower()
+    matches = [index for index in range(_backend_count("cuda")) if _uuid(index).lower().startswith(wanted)]
+    if len(matches) != 1:
+        problem = "matches several GPUs" if matches else "is not the UUID of a visible GPU"
+        raise DeviceError(f"device {_show(spec)} {problem} (python -m {_THIS} lists them)")
+    return torch.device("cuda", matches[0])
+
+
+def _choose(spec: object) -> tuple[torch.device, str | None]:
+    """The device `spec` names on this machine, and why when it was a choice among several."""
+    min_free = _min_free(spec)
+    if min_free is not None:
+        return _auto_free(min_free)
+    if _is_auto(spec):
+        return _auto(), None
+    if isinstance(spec, str) and _UUID.match(spec.strip().lower()):
+        return _by_uuid(spec), None
+    return _check_present(_parse(spec), spec), None
+
+
 def _make_current(device: torch.device) -> None:
     """Make `device` its backend's current device, so that bare-'cuda' work lands there too."""
     backend = _backend(device.type)
@@ -157,25 +307,40 @@ def _make_current(device: torch.device) -> None:
 def resolve_device(spec: str | int | torch.device | None = "auto") -> torch.device:
     """Turn a user's device spec into a present, indexed torch.device, or raise DeviceError.
 
-    Accepts 'auto' or None, 'cpu', 'cuda', 'cuda:N', 'mps', 'xpu[:N]', 'meta' (for tests), a
-    torch.device or an int (an accelerator index); case and surrounding spaces are ignored.
+    Accepts 'auto' or None, 'auto:free[:MIN]', 'cpu', 'cuda', 'cuda:N', a GPU UUID ('GPU-5e3f...'),
+    'mps', 'xpu[:N]', 'meta' (for tests), a torch.device or an int (an accelerator index); case and
+    surrounding spaces are ignored. 'auto:free' is auto, except that among several GPUs it picks
+    the one with the most free memory (at least MIN, e.g. auto:free:8GiB); describe_device says why.
     An explicit request is never downgraded. For `cuda:N` the current CUDA device becomes N
     before any CUDA work, so no context, pinned-memory thread or cuDNN handle lands on cuda:0.
     """
     try:
-        device = _auto() if _is_auto(spec) else _check_present(_parse(spec), spec)
+        device, why = _choose(spec)
     except DeviceError as error:
         raise DeviceError(f"{error}; available: {', '.join(available_devices())}") from None
     _make_current(device)
+    _WHY.clear()
+    if why:
+        _WHY[device] = why
     return device
 
 
 def describe_device(device: torch.device) -> str:
-    """A short human name, e.g. 'cuda:1 (NVIDIA H100 80GB HBM3)' or 'cpu'."""
-    backend = _backend(device.type)
-    if backend is not None:
-        return f"{device} ({backend.get_device_name(device)})"
-    return str(device)
+    """One line naming the device; for a GPU its name, memory, UUID, PCI bus id and visible-devices entry.
+
+    e.g. 'cuda:1 (NVIDIA H100 80GB HBM3, 79.1 GiB, 78.6 GiB free, GPU-5e3f..., PCI 00000000:65:00.0,
+    CUDA_VISIBLE_DEVICES entry 3)', followed by why auto:free chose it when it did.
+    """
+    if device.type == "cuda" and device.index is not None:
+        info = gpu_info(device.index)
+        mapping = f", CUDA_VISIBLE_DEVICES entry {info.visible_as}" if info.visible_as is not None else ""
+        text = (f"{device} ({info.name}, {_format_bytes(info.total_memory)}, {_format_bytes(info.free_memory)} free, "
+                f"{info.uuid}, PCI {info.pci_bus_id}{mapping})")
+    elif _backend(device.type) is not None:
+        text = f"{device} ({_backend(device.type).get_device_name(device)})"
+    else:
+        text = str(device)
+    return f"{text}; {_WHY[device]}" if device in _WHY else text
 
 
 # --- Where a module lives ---------------------------------------------------------------------
@@ -439,14 +604,33 @@ def _device_row(name: str) -> tuple[str, ...]:
     return (name, props.name, _format_bytes(props.total_memory), capability, "yes" if bf16 else "no")
 
 
+def _gpu_lines() -> list[str]:
+    """Which physical card each cuda:N is: free memory, UUID, PCI bus id, CUDA_VISIBLE_DEVICES entry."""
+    count = _backend_count("cuda")
+    if not count:
+        return []
+    rows = [("gpu", "free", "uuid", "pci bus id", "CUDA_VISIBLE_DEVICES entry")]
+    for info in (gpu_info(index) for index in range(count)):
+        rows.append((str(info.device), _format_bytes(info.free_memory), info.uuid, info.pci_bus_id,
+                     info.visible_as if info.visible_as is not None else "-"))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    mapping = (f"CUDA_VISIBLE_DEVICES={visible}: cuda:N is its N-th entry" if visible is not None
+               else "CUDA_VISIBLE_DEVICES is unset: every GPU is visible")
+    warning = index_order_warning()
+    return [_format_table(rows, right=(1,)), mapping, *([warning] if warning else [])]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the devices this machine has and what SPEC (default 'auto') resolves to."""
+    """Print the devices this machine has, which physical GPU each cuda:N is, and what SPEC resolves to."""
     parser = argparse.ArgumentParser(description="Show this machine's devices and resolve a spec.")
-    parser.add_argument("spec", nargs="?", default="auto", help="e.g. cuda:1 (default: auto)")
+    parser.add_argument("spec", nargs="?", default="auto",
+                        help="e.g. cuda:1, auto:free, auto:free:8GiB, GPU-<uuid> (default: auto)")
     args = parser.parse_args(argv)
     print(f"torch {torch.__version__}")
     rows = [("device", "name", "memory", "capability", "bf16")]
     print(_format_table(rows + [_device_row(name) for name in available_devices()], right=(2,)))
+    for line in _gpu_lines():
+        print(line)
     try:
         device = resolve_device(args.spec)
     except DeviceError as error:
