@@ -1,0 +1,138 @@
+"""devices.py and checkpoint.py stand alone: copied beside someone else's training script, they just work.
+
+The script below is written the way pytorch/examples' imagenet main.py is: its own argparse, its own
+model, `model.features = DataParallel(model.features)` (or the whole model wrapped), checkpoints as
+`{"state_dict": ..., "optimizer": ..., "step": ...}` with no `model` key. It imports nothing of this
+project but the two copied files, and runs in a folder where this project's package is not importable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import {{ cookiecutter.package_name }}
+
+PACKAGE_DIR = Path({{ cookiecutter.package_name }}.__file__).parent
+
+FOREIGN_SCRIPT = textwrap.dedent('''
+    """Someone else's training script: only devices.py and checkpoint.py come from the template."""
+    import argparse
+    import importlib.util
+
+    import torch
+    from torch import nn
+
+    import checkpoint
+    import devices
+
+    assert importlib.util.find_spec("{{ cookiecutter.package_name }}") is None, "the template's package must not be importable here"
+
+    parser = argparse.ArgumentParser(description="a tiny imagenet-style trainer")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--resume", default="")
+    parser.add_argument("--out", default="checkpoint.pt")
+    parser.add_argument("--wrap", choices=["features", "whole"], default="features")
+
+
+    class Net(nn.Module):
+        """features + classifier, like AlexNet and VGG."""
+
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                          nn.AdaptiveAvgPool2d(1), nn.Flatten())
+            self.classifier = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.classifier(self.features(x))
+
+
+    def main():
+        args = parser.parse_args()
+        device = devices.resolve_device(args.device)
+        print("device:", devices.describe_device(device))
+        torch.manual_seed(0)
+        model = Net().to(device)
+        if args.wrap == "features":  # what imagenet main.py does for alexnet and vgg
+            model.features = nn.DataParallel(model.features)
+        else:
+            model = nn.DataParallel(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        start = 0
+        if args.resume:
+            state = checkpoint.load_checkpoint(args.resume, map_location=device)
+            checkpoint.load_model_state(model, state["state_dict"], args.resume)
+            optimizer.load_state_dict(state["optimizer"])
+            start = state["step"]
+        for step in range(start, start + args.steps):
+            torch.manual_seed(1000 + step)  # the batch depends on the step only, so a resumed run redraws it
+            images = torch.randn(4, 3, 8, 8, device=device)  # (B, C, H, W)
+            targets = torch.randint(0, 4, (4,), device=device)
+            loss = nn.functional.cross_entropy(model(images), targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        checkpoint.save_checkpoint(args.out, {"state_dict": checkpoint.model_state(model), "arch": "net",
+                                              "optimizer": optimizer.state_dict(), "step": start + args.steps,
+                                              "args": vars(args)})
+
+
+    if __name__ == "__main__":
+        main()
+''')
+
+
+@pytest.fixture
+def foreign_project(tmp_path):
+    """A folder holding the foreign script and copies of only devices.py and checkpoint.py."""
+    for name in ("devices.py", "checkpoint.py"):
+        shutil.copy(PACKAGE_DIR / name, tmp_path / name)
+    (tmp_path / "main.py").write_text(FOREIGN_SCRIPT)
+    return tmp_path
+
+
+def _run(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """python main.py ARGS in `folder`, with nothing on the path but that folder and the venv."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "main.py", "--device", "cpu", *args], cwd=folder, env=env,
+                            capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    """A saved checkpoint's weights, read the strict way any user would."""
+    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrap", ["features", "whole"])
+def test_a_foreign_script_trains_saves_and_resumes_into_a_wrapped_model(foreign_project, wrap):
+    """2 steps, saved, then resumed into a DataParallel-wrapped model for 2 more, equals 4 steps straight."""
+    _run(foreign_project, "--wrap", wrap, "--steps", "4", "--out", "straight.pt")
+    first = _run(foreign_project, "--wrap", wrap, "--steps", "2", "--out", "half.pt")
+    assert first.stdout.startswith("device: cpu")
+    _run(foreign_project, "--wrap", wrap, "--steps", "2", "--resume", "half.pt", "--out", "resumed.pt")
+    straight, resumed = _weights(foreign_project / "straight.pt"), _weights(foreign_project / "resumed.pt")
+    assert sorted(resumed) == sorted(straight)
+    assert not any("module." in key for key in resumed)  # features.0.weight, never features.module.0.weight
+    assert all(torch.equal(resumed[key], straight[key]) for key in straight)
+    assert torch.load(foreign_project / "resumed.pt", weights_only=True)["step"] == 4
+
+
+@pytest.mark.slow
+def test_a_checkpoint_saved_with_a_wrapped_submodule_loads_into_the_plain_model(foreign_project):
+    """No resume step: the weights come back exactly, whether the model is wrapped or not."""
+    _run(foreign_project, "--wrap", "features", "--steps", "1", "--out", "one.pt")
+    _run(foreign_project, "--wrap", "whole", "--steps", "0", "--resume", "one.pt", "--out", "again.pt")
+    saved, again = _weights(foreign_project / "one.pt"), _weights(foreign_project / "again.pt")
+    assert saved.keys() == again.keys() and all(torch.equal(saved[key], again[key]) for key in saved)
