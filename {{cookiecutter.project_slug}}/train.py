@@ -228,6 +228,7 @@ def prepare_out(run: Run, out: Path, device: torch.device) -> None:
     if not parallel.is_main_process():
         return
     outputs.write_json(out / "config.json", {**cfg.to_dict(), "resolved_device": str(device),
+                                             "device_identity": devices.device_identity(device),  # which card
                                              "image_size": run.image_size, "class_names": run.class_names,
                                              "environment": outputs.run_environment()})  # to rerun it
     if cfg.resume:  # what a kill mid-write left behind
@@ -244,6 +245,8 @@ def train(cfg: config.TrainConfig, *, verbose: bool = False, debug_devices: bool
     parallel.start_distributed(cfg.parallel, device)  # stopped in main()'s finally
     ranks = f", one of {parallel.world_size()} ddp ranks" if cfg.parallel == "ddp" else ""
     parallel.print_main(f"device: {devices.describe_device(device)}{ranks}")
+    if warning := devices.index_order_warning():  # cuda:N may not be nvidia-smi's GPU N
+        parallel.print_main(warning)
     for note in notes:
         parallel.print_main(note)
     reproducibility.seed_everything(cfg.seed)  # the initial weights too: same seed, same run

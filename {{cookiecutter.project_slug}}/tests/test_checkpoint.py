@@ -1,5 +1,8 @@
 """Checkpoints are plain CPU data, free of wrapper prefixes, atomic, and safely loaded."""
 
+import argparse
+import collections
+import io
 import os
 import pickle
 import stat
@@ -17,6 +20,7 @@ from {{ cookiecutter.package_name }}.checkpoint import (
     load_checkpoint,
     load_model_state,
     model_state,
+    plain_key,
     remove_partial_writes,
     save_checkpoint,
     to_cpu,
@@ -275,3 +279,113 @@ def test_atomic_write_takes_text_and_bytes_and_replaces_the_file_whole(tmp_path)
     atomic_write(tmp_path / "a.txt", b"\x00\x01")
     assert (tmp_path / "a.txt").read_bytes() == b"\x00\x01"
     assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+# --- Wrapped submodules, and values weights_only loading would refuse --------------------------------
+
+class _Features(nn.Module):
+    """features + classifier, the shape of AlexNet and VGG, whose features imagenet main.py wraps alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
+        self.classifier = nn.Linear(3, 2)
+
+
+def _wrapped_features(seed: int) -> _Features:
+    torch.manual_seed(seed)
+    model = _Features()
+    model.features = nn.DataParallel(model.features)  # a no-op wrapper without CUDA; its keys gain 'module.'
+    return model
+
+
+def test_a_wrapped_submodule_leaves_no_wrapper_hop_in_the_saved_keys():
+    """model.features = DataParallel(model.features): the file says features.0.weight, not features.module.0.weight."""
+    model = _wrapped_features(0)
+    assert "features.module.0.weight" in model.state_dict()
+    assert sorted(model_state(model)) == sorted(_Features().state_dict())
+
+
+def test_a_submodule_really_named_module_keeps_its_name():
+    """Only wrappers' hops are removed: the model's structure says which 'module' is a wrapper."""
+    model = nn.Sequential()
+    model.module = nn.Linear(2, 2)
+    assert plain_key(model, "module.weight") == "module.weight"
+    assert sorted(model_state(nn.DataParallel(model))) == ["module.bias", "module.weight"]
+
+
+@pytest.mark.parametrize("wrap", ["none", "features", "whole"])
+def test_weights_load_into_a_plain_or_wrapped_model_alike(wrap):
+    """A checkpoint resumes into the model as the script wraps it: whole, one submodule, or not at all."""
+    saved = model_state(_wrapped_features(0))
+    target = _wrapped_features(1) if wrap == "features" else _Features()
+    target = nn.DataParallel(target) if wrap == "whole" else target
+    load_model_state(target, saved, "saved")
+    assert all(torch.equal(model_state(target)[key], value) for key, value in saved.items())
+
+
+def test_a_raw_state_dict_with_wrapper_hops_loads_into_the_plain_model():
+    """Someone's torch.save(model.state_dict()) of a wrapped submodule still fits the plain model."""
+    raw = _wrapped_features(0).state_dict()
+    plain = _Features()
+    load_model_state(plain, raw, "raw")
+    assert torch.equal(plain.features[0].weight, raw["features.module.0.weight"])
+
+
+Pair = collections.namedtuple("Pair", "a b")  # at module level, so that pickle can find it
+
+
+def _weights_only_accepts(value) -> bool:
+    """The oracle: whether torch.load(weights_only=True) loads a file holding `value`."""
+    buffer = io.BytesIO()
+    torch.save({"x": value}, buffer)
+    buffer.seek(0)
+    try:
+        torch.load(buffer, weights_only=True)
+    except pickle.UnpicklingError:
+        return False
+    return True
+
+
+VALUES = [
+    torch.ones(2), nn.Parameter(torch.ones(1)), torch.device("cpu"), torch.float16, torch.Size([2]), 3, 2.5, 1j,
+    True, None, "text", b"bytes", {1, 2}, (1, [2, {"a": 3}]), collections.OrderedDict(a=1),
+    argparse.Namespace(lr=0.1), collections.defaultdict(int), range(3), frozenset([1]),
+    Pair(1, 2), slice(2),
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=lambda value: type(value).__name__)
+def test_save_refuses_exactly_what_weights_only_loading_would_refuse(tmp_path, value):
+    """Refused at save time, not discovered at resume time: save_checkpoint agrees with torch.load's allow-list."""
+    path = tmp_path / "c.pt"
+    if _weights_only_accepts(value):
+        save_checkpoint(path, {"config": {"x": value}})
+        load_checkpoint(path)
+    else:
+        with pytest.raises(TypeError) as info:
+            save_checkpoint(path, {"config": {"x": value}})
+        assert f"config.x: {type(value).__module__}.{type(value).__qualname__} would be refused" in str(info.value)
+        assert list(tmp_path.iterdir()) == []  # nothing written, not even a temp file
+
+
+def test_save_names_the_key_path_of_an_argparse_namespace_and_a_numpy_number(tmp_path):
+    """One line naming where the offending value sits, and its class."""
+    np = pytest.importorskip("numpy")
+    with pytest.raises(TypeError) as info:
+        save_checkpoint(tmp_path / "c.pt", {"model": {}, "config": {"args": argparse.Namespace(lr=0.1)}})
+    assert str(info.value).startswith(f"cannot save {tmp_path / 'c.pt'}: config.args: argparse.Namespace would be")
+    assert "\n" not in str(info.value)
+    with pytest.raises(TypeError, match=r"metrics\[1\]\.acc: numpy\.float64 would be refused"):
+        save_checkpoint(tmp_path / "c.pt", {"metrics": [{"acc": 0.5}, {"acc": np.float64(0.7)}]})
+
+
+def test_loading_a_refused_class_says_which_in_one_plain_line(tmp_path):
+    """torch's refusal spans paragraphs with terminal bold; ours is one line naming the blocked class."""
+    torch.save({"args": argparse.Namespace(lr=0.1)}, tmp_path / "foreign.pt")
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(tmp_path / "foreign.pt")
+    message = str(info.value)
+    assert message == (f"{tmp_path / 'foreign.pt'} is not a safe checkpoint: it holds argparse.Namespace, "
+                       "which weights_only loading refuses")
+    assert "\x1b" not in message and "\n" not in message

@@ -61,6 +61,7 @@ def test_curves_png_and_config_json_describe_the_run(trained_run):
         assert np.asarray(image.convert("RGB")).std() > 10
     recorded = json.loads((trained_run / "config.json").read_text())
     assert recorded["epochs"] == 2 and recorded["resolved_device"] == "cpu"
+    assert recorded["device_identity"] is None  # a GPU's name, UUID and PCI bus id; nothing to record for cpu
     assert recorded["environment"]["torch"] == torch.__version__
 
 

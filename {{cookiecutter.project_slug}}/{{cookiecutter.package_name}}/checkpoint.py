@@ -2,8 +2,10 @@
 
 A checkpoint is a plain dict of CPU tensors and plain Python values: it loads on a machine
 without a GPU, carries no pickled classes, and its model keys never hold the `module.` or
-`_orig_mod.` prefixes of wrappers (`unwrap` and `model_state` remove them). Saving copies
-tensors to the CPU and never moves the model. What this project's training checkpoints hold is
+`_orig_mod.` hops of wrappers, around the model or any submodule (`model_state` removes them,
+`load_model_state` loads into a wrapped or plain model alike). Saving copies tensors to the CPU,
+never moves the model, and refuses up front, naming the key, a value that `weights_only`
+loading would refuse later (an argparse Namespace, a NumPy number). What this project's training checkpoints hold is
 decided in run_checkpoint.py; this file knows nothing of those keys.
 
 Every file is written atomically (`atomic_file`, `atomic_write`: text or bytes): to a temp file
@@ -18,9 +20,11 @@ project as it is.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import pickle
+import re
 import secrets
 import zipfile
 from collections.abc import Callable, Iterator
@@ -31,6 +35,10 @@ import torch
 from torch import nn
 
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DataParallel/DDP, torch.compile
+_WRAPPER_HOP = re.compile(r"(?:^|(?<=\.))(?:module|_orig_mod)\.")  # 'features.module.0.weight': a wrapped submodule
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colours and bold in torch's messages
+# What torch.load(weights_only=True) accepts besides tensors and the types in get_safe_globals().
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray, torch.device, torch.dtype, torch.Size)
 
 
 class CheckpointError(ValueError):
@@ -69,9 +77,32 @@ def strip_wrapper_prefixes(state_dict: dict[str, torch.Tensor]) -> dict[str, tor
     return stripped
 
 
+def _inner_name(module: nn.Module) -> str | None:
+    """Where a wrapper keeps the module it wraps: 'module' (DataParallel, DDP), '_orig_mod' (torch.compile)."""
+    if isinstance(module, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
+        return "module"
+    return "_orig_mod" if "_orig_mod" in module._modules else None
+
+
+def plain_key(model: nn.Module, key: str) -> str:
+    """A state_dict key of `model` without its hops through wrappers: 'features.module.0.weight' -> 'features.0.weight'.
+
+    The model's own structure says where the wrappers are, so a submodule that happens to be named
+    `module` keeps its name.
+    """
+    module: nn.Module | None = model
+    kept = []
+    for part in key.split("."):
+        child = module._modules.get(part) if module is not None else None
+        if child is None or part != _inner_name(module):
+            kept.append(part)
+        module = child
+    return ".".join(kept)
+
+
 def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The model's state_dict with plain keys, copied to the CPU."""
-    return to_cpu(strip_wrapper_prefixes(model.state_dict()))
+    """The model's state_dict with plain keys (no wrapper hops, also inside submodules), copied to the CPU."""
+    return to_cpu({plain_key(model, key): value for key, value in model.state_dict().items()})
 
 
 def _fsync_directory(folder: Path) -> None:
@@ -134,9 +165,33 @@ def remove_partial_writes(folder: str | os.PathLike) -> list[Path]:
     return stale
 
 
+def unsafe_value(obj: Any, where: str = "") -> str | None:
+    """'config.args: argparse.Namespace' for the first value torch.load(weights_only=True) would refuse; else None."""
+    allowed = {kind for kind in torch.serialization.get_safe_globals() if isinstance(kind, type)}
+    if isinstance(obj, torch.Tensor) or type(obj) in _PLAIN or type(obj) in allowed:
+        return None
+    if type(obj) in (dict, collections.OrderedDict):
+        for key, value in obj.items():
+            inner = f"{where}.{key}" if where else str(key)
+            found = unsafe_value(key, f"{inner} (the key)") or unsafe_value(value, inner)
+            if found:
+                return found
+        return None
+    if type(obj) in (list, tuple, set):
+        return next((found for i, value in enumerate(obj) if (found := unsafe_value(value, f"{where}[{i}]"))), None)
+    return f"{where or 'the state'}: {type(obj).__module__}.{type(obj).__qualname__}"
+
+
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], *,
                     before_replace: Callable[[], None] | None = None) -> Path:
-    """Write `state` (CPU tensors and plain values) atomically with torch.save."""
+    """Write `state` (CPU tensors and plain values) atomically with torch.save.
+
+    A value that weights_only loading would refuse raises TypeError before anything is written.
+    """
+    found = unsafe_value(state)
+    if found:
+        raise TypeError(f"cannot save {path}: {found} would be refused by torch.load(weights_only=True); "
+                        "store plain values instead (vars(args), .item(), .tolist())")
     with atomic_file(path, "wb", before_replace=before_replace) as handle:
         torch.save(state, handle)
     return Path(path)
@@ -144,7 +199,7 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], *,
 
 def _first_line(error: BaseException) -> str:
     """The first line of an error's message, or its type when the message is empty."""
-    lines = str(error).strip().splitlines()
+    lines = _ESCAPES.sub("", str(error)).strip().splitlines()
     return lines[0] if lines else type(error).__name__
 
 
@@ -172,7 +227,9 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
-        raise CheckpointError(f"{path} is not a safe checkpoint (refused to unpickle: {_first_line(error)})") from None
+        blocked = re.search(r"Unsupported global: GLOBAL ([\w.]+)", _ESCAPES.sub("", str(error)))
+        reason = f"it holds {blocked.group(1)}, which" if blocked else f"{_first_line(error)}:"
+        raise CheckpointError(f"{path} is not a safe checkpoint: {reason} weights_only loading refuses") from None
     except Exception as error:  # truncation and bit rot surface as many types (EOF, zip, unicode, key...)
         raise CheckpointError(f"{path} is truncated or corrupt ({_first_line(error)})") from None
     if not isinstance(state, dict):
@@ -180,10 +237,16 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
     return state
 
 
-def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], source: str) -> None:
-    """Load weights into a plain (unwrapped) model, naming the first mismatches when they differ."""
-    state_dict = strip_wrapper_prefixes(state_dict)
-    target = model.state_dict()
+def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], source: str = "checkpoint") -> None:
+    """Load weights into `model`, plain or wrapped (around it or a submodule), naming the first mismatches.
+
+    The saved keys may carry wrapper hops too (a `model.state_dict()` saved as it was): they match.
+    """
+    own = model.state_dict()
+    actual = {plain_key(model, key): key for key in own}  # plain name -> the name in `model`
+    target = {plain: own[key] for plain, key in actual.items()}
+    state_dict = {_WRAPPER_HOP.sub("", key) if key not in target else key: value
+                  for key, value in strip_wrapper_prefixes(state_dict).items()}
     missing = [k for k in target if k not in state_dict]
     unexpected = [k for k in state_dict if k not in target]
     mismatched = [f"{k} {tuple(state_dict[k].shape)} vs {tuple(v.shape)}"
@@ -195,4 +258,4 @@ def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], sour
             f"shape {', '.join(mismatched[:3])}" if mismatched else "",
         ) if part)
         raise CheckpointError(f"{source} does not fit this model: {details}")
-    model.load_state_dict(state_dict)
+    model.load_state_dict({actual[key]: value for key, value in state_dict.items()})
