@@ -389,3 +389,12 @@ def test_loading_a_refused_class_says_which_in_one_plain_line(tmp_path):
     assert message == (f"{tmp_path / 'foreign.pt'} is not a safe checkpoint: it holds argparse.Namespace, "
                        "which weights_only loading refuses")
     assert "\x1b" not in message and "\n" not in message
+
+
+def test_any_other_refusal_is_one_plain_line_with_torch_s_reason(tmp_path):
+    """A pickle opcode weights_only loading does not know: its reason, not torch's paragraphs of advice."""
+    (tmp_path / "odd.pt").write_bytes(b"\x80\x02\xff.")  # protocol 2, then opcode 0xff
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(tmp_path / "odd.pt")
+    assert str(info.value) == (f"{tmp_path / 'odd.pt'} is not a safe checkpoint: "
+                               "weights_only loading refuses it (Unsupported operand 255)")

@@ -227,9 +227,13 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
-        blocked = re.search(r"Unsupported global: GLOBAL ([\w.]+)", _ESCAPES.sub("", str(error)))
-        reason = f"it holds {blocked.group(1)}, which" if blocked else f"{_first_line(error)}:"
-        raise CheckpointError(f"{path} is not a safe checkpoint: {reason} weights_only loading refuses") from None
+        # torch's message is paragraphs of advice in terminal bold; the class it blocked is what the user needs.
+        text = _ESCAPES.sub("", str(error))
+        blocked = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+        reason = (f"it holds {blocked.group(1)}, which weights_only loading refuses" if blocked else
+                  f"weights_only loading refuses it ({detail.group(1) if detail else _first_line(error)})")
+        raise CheckpointError(f"{path} is not a safe checkpoint: {reason}") from None
     except Exception as error:  # truncation and bit rot surface as many types (EOF, zip, unicode, key...)
         raise CheckpointError(f"{path} is truncated or corrupt ({_first_line(error)})") from None
     if not isinstance(state, dict):
