@@ -16,6 +16,7 @@ import dataclasses
 import io
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,8 @@ def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: st
     """A Predictor for an exported model held in memory (export.py checks a file before writing it)."""
     if fmt == "onnx":
         return OnnxPredictor(data, device, source)
+    if not zipfile.is_zipfile(io.BytesIO(data)):  # checked first: torch.export.load logs a traceback on junk
+        raise ExportError(f"{source} is not a readable .pt2 file (not a zip archive)")
     extra = {METADATA_FILE: ""}
     try:
         program = torch.export.load(io.BytesIO(data), extra_files=extra)

@@ -47,6 +47,11 @@ def _matches(value: Any, hint: Any) -> bool:
     return False
 
 
+def _type_name(hint: Any) -> str:
+    """`int`, `str | None`: an annotation as it is written."""
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
 def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """The TrainConfig values a config.json sets (record and place keys dropped), each checked against its field."""
     try:
@@ -66,7 +71,7 @@ def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | No
     for key in sorted(fields & set(values) - PLACE_KEYS):
         value, allowed = values[key], (choices or {}).get(key)
         if not _matches(value, hints[key]) or (allowed and value is not None and value not in allowed):
-            expected = f"one of {', '.join(map(str, allowed))}" if allowed else str(hints[key]).replace("typing.", "")
+            expected = f"one of {', '.join(map(str, allowed))}" if allowed else _type_name(hints[key])
             raise ConfigError(f"--config {path}: bad value for {key}: {json.dumps(value)} (expected {expected})")
         settings[key] = float(value) if hints[key] is float else value
     return settings
