@@ -3,7 +3,8 @@
     python evaluate.py runs/latest/best.pt --data path/to/data --split val
 
 Prints accuracy and loss, a precision/recall table per class, and writes the confusion
-matrix as a PNG (default: confusion_<split>.png beside the checkpoint, or --out). The numbers
+matrix as a PNG (default: confusion_<split>.png beside the checkpoint, or --out) and a grid of
+the most confident wrong predictions (default: mistakes_<split>.png beside it, or --mistakes). The numbers
 come from the same loop, loss, precision, memory format and batch size as the run's validation,
 so they equal the val_loss / val_acc that metrics.csv recorded for the checkpoint's epoch.
 Exit codes: 0 done, 1 failure, 2 bad input.
@@ -32,22 +33,25 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, help=f"default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE}")
     p.add_argument("--out", default=None,
                    help="confusion-matrix PNG (default: confusion_<split>.png beside the checkpoint)")
+    p.add_argument("--mistakes", default=None,
+                   help="PNG of the most confident wrong predictions (default: mistakes_<split>.png beside it)")
+    p.add_argument("--mistakes-count", type=int, default=16, metavar="N", help="images in that grid (default: 16)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
     return p
 
 
-def default_png(checkpoint: str, split: str) -> Path:
-    """confusion_<split>.png in the checkpoint's run directory."""
+def default_png(checkpoint: str, split: str, kind: str = "confusion") -> Path:
+    """<kind>_<split>.png in the checkpoint's run directory."""
     path = Path(checkpoint)
-    return (path if path.is_dir() else path.parent) / f"confusion_{split}.png"
+    return (path if path.is_dir() else path.parent) / f"{kind}_{split}.png"
 
 
 def run(args: argparse.Namespace) -> int:
     """Print accuracy, loss and the per-class table; write the confusion-matrix PNG."""
-    from {{ cookiecutter.package_name }}.plots import confusion_figure, save_figure
+    from {{ cookiecutter.package_name }}.plots import confusion_figure, mistakes_figure, save_figure
 
-    if (args.batch_size is not None and args.batch_size < 1) or args.workers < 0:
-        raise ConfigError("--batch-size must be at least 1 and --workers at least 0")
+    if (args.batch_size is not None and args.batch_size < 1) or args.workers < 0 or args.mistakes_count < 0:
+        raise ConfigError("--batch-size must be at least 1, --workers and --mistakes-count at least 0")
     device = config.configure_device(args.device)
     state = run_checkpoint.read(args.checkpoint)
     trained = state["config"]
@@ -67,13 +71,19 @@ def run(args: argparse.Namespace) -> int:
     loader = data.build_loader(dataset, args.batch_size or trained.get("batch_size", 64), device, train=False,
                                workers=args.workers)
     matrix = metrics.new_confusion(len(class_names), device)
+    mistakes = metrics.ConfidentMistakes(args.mistakes_count)
     stats = engine.evaluate(model, loss_fn, loader, device, policy=precision.make_policy(precision_name, device),
-                            progress=False, memory_format=memory_format, confusion=matrix)
+                            progress=False, memory_format=memory_format, confusion=matrix, on_batch=mistakes)
     print(f"{args.split}: accuracy {stats.acc:.6f}  loss {stats.loss:.6f}  "
           f"({stats.images} images, {len(class_names)} classes, device {device})")
     print(metrics.format_report(metrics.class_report(matrix), class_names))
     png = save_figure(confusion_figure(matrix, class_names), args.out or default_png(args.checkpoint, args.split))
     print(f"confusion matrix: {png}")
+    images, targets, predictions, probabilities = mistakes.result()
+    grid = mistakes_figure(images, targets, predictions, probabilities, class_names, mean=data.IMAGENET_MEAN,
+                           std=data.IMAGENET_STD)
+    png = save_figure(grid, args.mistakes or default_png(args.checkpoint, args.split, "mistakes"))
+    print(f"most confident mistakes ({len(targets)}): {png}")
     return 0
 
 

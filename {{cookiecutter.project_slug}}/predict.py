@@ -1,6 +1,8 @@
-"""Classify images with a trained checkpoint.
+"""Classify images with a trained checkpoint, or a model exported by export.py (.onnx, .pt2).
 
     python predict.py runs/latest/best.pt photo.jpg holiday/ 'scans/**/*.png' --topk 3
+    python predict.py model.onnx photo.jpg          # onnxruntime (pip install -e '.[export]')
+    python predict.py model.pt2 photo.jpg           # torch.export.load
 
 Inputs are image files, folders (searched recursively for images) and glob patterns. Prints
 an aligned table (path, label, probability), or a JSON list with --json. Unreadable images
@@ -21,7 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from {{ cookiecutter.package_name }} import cli, config, run_checkpoint
+from {{ cookiecutter.package_name }} import cli, config, exported, run_checkpoint
 from {{ cookiecutter.package_name }}.data import DataError, build_transforms, load_rgb
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.precision import half_copy
@@ -30,7 +32,8 @@ from {{ cookiecutter.package_name }}.precision import half_copy
 def get_args_parser() -> argparse.ArgumentParser:
     """The prediction flags."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
+    p.add_argument("checkpoint", help="a .pt file written by train.py, its run directory (uses last.pt), "
+                                      "or an .onnx / .pt2 file written by export.py")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders or glob patterns")
     p.add_argument("--device", default=None, help=f"default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE}")
     p.add_argument("--half", action="store_true",
@@ -99,20 +102,29 @@ def collate_readable(batch: list) -> tuple[torch.Tensor | None, list[int], list[
     return images, [index for _, index in readable], failed
 
 
-def top_predictions(model: torch.nn.Module, loader: DataLoader, device: torch.device, k: int,
+def load_predictor(args: argparse.Namespace, device: torch.device) -> exported.Predictor:
+    """The model to classify with: a checkpoint's (optionally a float16 copy), or an exported file's."""
+    if exported.format_of(args.checkpoint) is not None:
+        if args.half:
+            raise ConfigError("--half makes a float16 copy of a checkpoint's model; an exported model runs as exported")
+        return exported.load(args.checkpoint, device)
+    state = run_checkpoint.read(args.checkpoint)
+    model = run_checkpoint.model_from_state(state, device, args.checkpoint).eval()
+    metadata = exported.Metadata.from_state(state)
+    return exported.TorchPredictor(half_copy(model) if args.half else model, metadata, device)
+
+
+def top_predictions(predictor: exported.Predictor, loader: DataLoader, k: int,
                     warn: Callable[[str], None]) -> Iterator[tuple[int, list[float], list[int]]]:
     """Yield (input index, top-k probabilities, top-k class indices) per readable image, in order."""
-    dtype = next(model.parameters()).dtype
-    with torch.inference_mode():
-        for images, indices, failed in loader:
-            for index, reason in failed:
-                warn(f"warning: skipped {loader.dataset.paths[index]}: {reason}")
-            if images is None:
-                continue
-            # the user's images arrive on the CPU: move and cast them to match the model
-            logits = model(images.to(device, dtype=dtype, non_blocking=True))  # (B, C)
-            probs, classes = logits.float().softmax(dim=1).topk(k, dim=1)  # (B, k) each
-            yield from zip(indices, probs.tolist(), classes.tolist())
+    for images, indices, failed in loader:
+        for index, reason in failed:
+            warn(f"warning: skipped {loader.dataset.paths[index]}: {reason}")
+        if images is None:
+            continue
+        logits = predictor.predict_logits(images)  # (B, C), float32 on the CPU
+        probs, classes = logits.softmax(dim=1).topk(k, dim=1)  # (B, k) each
+        yield from zip(indices, probs.tolist(), classes.tolist())
 
 
 def format_row(path: str, labels: list[str], probs: list[float], width: int, label_width: int) -> str:
@@ -127,15 +139,12 @@ def predict(args: argparse.Namespace) -> int:
     if args.topk < 1 or args.batch_size < 1 or args.workers < 0:
         raise ConfigError("--topk and --batch-size must be at least 1, --workers at least 0")
     device = config.configure_device(args.device)
-    state = run_checkpoint.read(args.checkpoint)
-    model = run_checkpoint.model_from_state(state, device, args.checkpoint).eval()
-    if args.half:
-        model = half_copy(model)
-    class_names = state["class_names"]
+    predictor = load_predictor(args, device)
+    class_names = predictor.metadata.class_names
     paths = expand_inputs(args.inputs, warn)
     if not paths:
         raise DataError(f"no images found in {' '.join(args.inputs)}")
-    dataset = ImagePaths(paths, build_transforms(state["image_size"], train=False))
+    dataset = ImagePaths(paths, build_transforms(predictor.metadata.image_size, train=False))
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
                         collate_fn=collate_readable, pin_memory=device.type == "cuda")
     k = min(args.topk, len(class_names))
@@ -144,7 +153,7 @@ def predict(args: argparse.Namespace) -> int:
         header = "probability" if k == 1 else f"top-{k} (label probability)"
         print(f"{'path':<{width}}  " + (f"{'label':<{label_width}}  " if k == 1 else "") + header)
     results, rows = [], 0
-    for index, probs, classes in top_predictions(model, loader, device, k, warn):
+    for index, probs, classes in top_predictions(predictor, loader, k, warn):
         labels, rows = [class_names[c] for c in classes], rows + 1
         if args.json:
             results.append({"path": str(paths[index]), "label": labels[0], "probability": round(probs[0], 6),

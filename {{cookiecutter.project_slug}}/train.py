@@ -31,8 +31,10 @@ from {{ cookiecutter.package_name }} import (
     parallel,
     plots,
     precision,
+    replay,
     reproducibility,
     run_checkpoint,
+    tracking,
 )
 from {{ cookiecutter.package_name }}.errors import ConfigError
 
@@ -71,6 +73,10 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-smoothing", type=float, default=d.label_smoothing)
     p.add_argument("--out", default=d.out, help="run directory for checkpoints, metrics and plots")
     p.add_argument("--resume", default=d.resume, help="a checkpoint file or a run directory to continue")
+    p.add_argument("--logger", choices=tracking.LOGGERS, default=d.logger,
+                   help="tensorboard: event files in --out (needs pip install -e '.[tensorboard]')")
+    p.add_argument("--config", metavar="FILE",
+                   help="a run's config.json: replay its settings (flags given beside it win; --out is not taken)")
     p.add_argument("--verbose", action="store_true", help="print the model's device report, and tracebacks on failure")
     p.add_argument("--debug-devices", action="store_true",
                    help="guard every submodule: a misplaced input names the submodule and both devices")
@@ -81,6 +87,16 @@ def config_from_args(args: argparse.Namespace) -> config.TrainConfig:
     """The TrainConfig named by the parsed flags."""
     names = {field.name for field in dataclasses.fields(config.TrainConfig)}
     return config.TrainConfig(**{key: value for key, value in vars(args).items() if key in names})
+
+
+def with_config_file(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     argv: list[str] | None) -> argparse.Namespace:
+    """The flags parsed again on top of --config FILE's values, so that flags given on the command line win."""
+    if not args.config:
+        return args
+    choices = {action.dest: action.choices for action in parser._actions if action.choices}
+    parser.set_defaults(**replay.read_config_file(args.config, choices))
+    return parser.parse_args(argv)
 
 
 def check_numbers(cfg: config.TrainConfig) -> None:
@@ -148,6 +164,7 @@ class Run:
         self.wrapped_model = parallel.wrap_model(self.model, cfg.parallel, device, compile=cfg.compile)
         self.start_epoch, self.best_acc, self.rows = 1, -1.0, []
         self.stop = interrupts.StopRequest()  # flagged by SIGINT/SIGTERM once train() installs it
+        self.logger, self.step_losses = tracking.Logger(), None  # open_logger() replaces the no-op logger
 
     def state(self, epoch: int) -> dict:
         """A checkpoint of this run after `epoch` (layout: run_checkpoint.py)."""
@@ -174,9 +191,12 @@ def run_epoch(run: Run, epoch: int) -> dict:
     # Under ddp the stop request is settled between epochs (all ranks must agree), not per step.
     after_step = None if parallel.is_distributed() else functools.partial(run.stop.check, epoch)
     progress = parallel.is_main_process()
+    step_losses = [] if run.logger.wants_step_losses else None
     train_stats = engine.train_one_epoch(run.wrapped_model, run.loss_fn, run.optimizer, run.train_loader, run.device,
                                    policy=run.policy, scaler=run.scaler, scheduler=run.scheduler, epoch=epoch,
-                                   progress=progress, memory_format=run.memory_format, after_step=after_step)
+                                   progress=progress, memory_format=run.memory_format, after_step=after_step,
+                                   step_losses=step_losses)
+    run.step_losses = torch.stack(step_losses) if step_losses else None  # on the device; logged per epoch
     interrupts.pause_point(f"validate:{epoch}")
     val_stats = engine.evaluate(parallel.for_evaluation(run.wrapped_model), run.loss_fn, run.val_loader, run.device,
                                 policy=run.policy, progress=progress, memory_format=run.memory_format)
@@ -185,6 +205,18 @@ def run_epoch(run: Run, epoch: int) -> dict:
             "lr": run.optimizer.param_groups[0]["lr"],
             "epoch_time_s": round(train_stats.seconds + val_stats.seconds, 3),
             "images_per_s": round(train_stats.images_per_s, 1)}
+
+
+def log_epoch(run: Run, row: dict) -> None:
+    """Report the epoch to the logger, before its checkpoint: a resume from the one before purges and redoes it."""
+    run.logger.log_epoch(row, run.step_losses, last_step=row["epoch"] * len(run.train_loader))
+
+
+def open_logger(run: Run, out: Path) -> None:
+    """The run's logger on rank 0; a resumed run's logger drops what an interrupted epoch had logged."""
+    if parallel.is_main_process():
+        first_step = (run.start_epoch - 1) * len(run.train_loader) + 1  # global optimizer steps count from 1
+        run.logger = tracking.open_logger(run.cfg.logger, out, purge_step=first_step, hparams=run.cfg.to_dict())
 
 
 def save_epoch(run: Run, row: dict, out: Path) -> None:
@@ -213,6 +245,7 @@ def train_epochs(run: Run, out: Path) -> None:
     cfg = run.cfg
     for epoch in range(run.start_epoch, cfg.epochs + 1):
         row = run_epoch(run, epoch)
+        log_epoch(run, row)
         save_epoch(run, row, out)
         parallel.print_main(f"epoch {epoch}/{cfg.epochs}  train_loss {row['train_loss']:.4f}  "
                             f"train_acc {row['train_acc']:.3f}  val_loss {row['val_loss']:.4f}  "
@@ -240,6 +273,7 @@ def prepare_out(run: Run, out: Path, device: torch.device) -> None:
 def train(cfg: config.TrainConfig, *, verbose: bool = False, debug_devices: bool = False) -> int:
     """Build everything, then train; nothing is written until all inputs have been checked."""
     check_numbers(cfg)
+    tracking.check_available(cfg.logger)
     device = config.configure_device(cfg.device)
     cfg, notes = resolve_modes(cfg, device)
     parallel.start_distributed(cfg.parallel, device)  # stopped in main()'s finally
@@ -259,6 +293,7 @@ def train(cfg: config.TrainConfig, *, verbose: bool = False, debug_devices: bool
         run.resume(cfg.resume)
     out = Path(cfg.out)
     prepare_out(run, out, device)
+    open_logger(run, out)
     with run.stop.installed():
         try:
             train_epochs(run, out)
@@ -266,6 +301,8 @@ def train(cfg: config.TrainConfig, *, verbose: bool = False, debug_devices: bool
             print(f"stopped by {stop}: {out / 'last.pt'} holds epoch {stop.epoch - 1}; "
                   f"continue with --resume {out}", file=sys.stderr, flush=True)
             return stop.exit_code
+        finally:
+            run.logger.close()
     if cfg.parallel == "ddp":
         digest = parallel.check_replicas_agree(run.wrapped_model)
         parallel.print_main(f"ddp: weights identical on every rank (sha256 {digest[:12]})")
@@ -275,9 +312,10 @@ def train(cfg: config.TrainConfig, *, verbose: bool = False, debug_devices: bool
 
 def main(argv: list[str] | None = None) -> int:
     """Parse flags and train; returns the exit code."""
-    args = get_args_parser().parse_args(argv)
+    parser = get_args_parser()
+    args = parser.parse_args(argv)
     try:
-        return cli.run_cli(lambda: train(config_from_args(args), verbose=args.verbose,
+        return cli.run_cli(lambda: train(config_from_args(with_config_file(parser, args, argv)), verbose=args.verbose,
                                          debug_devices=args.debug_devices), verbose=args.verbose)
     finally:
         parallel.stop_distributed()  # on success and on error alike

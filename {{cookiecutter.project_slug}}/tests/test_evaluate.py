@@ -17,9 +17,10 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, build_loader, image_folder, write_demo_dataset
 from {{ cookiecutter.package_name }}.engine import evaluate as engine_evaluate
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
-from {{ cookiecutter.package_name }}.metrics import class_report, new_confusion, update_confusion
+from {{ cookiecutter.package_name }}.metrics import ConfidentMistakes, class_report, new_confusion, update_confusion
 from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.outputs import read_metrics
+from {{ cookiecutter.package_name }}.plots import mistakes_figure
 from {{ cookiecutter.package_name }}.precision import make_policy
 
 CLASSES = sorted(DEMO_CLASSES)
@@ -46,7 +47,7 @@ def test_evaluate_prints_accuracy_and_a_row_per_class_and_writes_the_png(checkpo
     assert [row.split()[0] for row in out[2:6]] == CLASSES
     assert all(row.split()[3] == "3" for row in out[2:6])
     png = checkpoint.parent / "confusion_val.png"
-    assert out[-1] == f"confusion matrix: {png}"
+    assert out[-2] == f"confusion matrix: {png}"
     with Image.open(png) as image:
         assert np.asarray(image.convert("RGB")).std() > 10
 
@@ -158,3 +159,46 @@ def test_missing_split_exits_2(checkpoint, tiny_data, capsys):
     """A --split with no folder is a user error, not a traceback."""
     assert evaluate.main([str(checkpoint), "--data", str(tiny_data), "--split", "test", "--device", "cpu"]) == 2
     assert "test" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("device", [d for d in DEVICES if d != "meta"])  # meta holds no probabilities to rank
+def test_confident_mistakes_keeps_the_most_confident_wrong_predictions_across_batches(device):
+    """Over two batches, the collector keeps the wrong predictions of highest probability, best first."""
+    device = torch.device(device)
+    mistakes = ConfidentMistakes(count=3)
+    images = torch.arange(6, dtype=torch.float32, device=device).view(6, 1, 1, 1).expand(6, 3, 2, 2)
+    # Probabilities of the predicted class (class 0): 0.9, 0.6, 0.8 | 0.7, 0.95, 0.55; targets 1 = wrong.
+    probs = torch.tensor([0.9, 0.6, 0.8, 0.7, 0.95, 0.55], device=device)
+    logits = torch.stack([probs.log(), (1 - probs).log()], dim=1)  # (6, 2): softmax gives back probs
+    targets = torch.tensor([1, 1, 0, 1, 0, 1], device=device)  # images 2 and 4 are predicted right
+    mistakes(images[:3], targets[:3], logits[:3])
+    mistakes(images[3:], targets[3:], logits[3:])
+    kept, true, predicted, confidences = mistakes.result()
+    assert kept[:, 0, 0, 0].tolist() == [0.0, 3.0, 1.0]  # 0.9, 0.7, 0.6; the right 0.95 and 0.8 are not mistakes
+    assert true == [1, 1, 1] and predicted == [0, 0, 0]
+    assert confidences == pytest.approx([0.9, 0.7, 0.6], abs=1e-5)
+
+
+def test_evaluate_writes_a_grid_of_the_most_confident_mistakes(checkpoint, tiny_data, tmp_path, capsys):
+    """mistakes_val.png holds one titled image per wrong prediction (true, predicted, probability), best first."""
+    png = tmp_path / "mistakes.png"
+    code = evaluate.main([str(checkpoint), "--data", str(tiny_data), "--device", "cpu", "--batch-size", "5",
+                          "--mistakes", str(png)])
+    out = capsys.readouterr().out.splitlines()
+    wrong = round((1 - float(out[0].split()[2])) * 12)  # an untrained model: some of the 12 images are wrong
+    assert code == 0 and wrong > 0 and out[-1] == f"most confident mistakes ({min(wrong, 16)}): {png}"
+    with Image.open(png) as image:
+        assert np.asarray(image.convert("RGB")).std() > 10
+    # The same collector and figure evaluate.py uses, inspected before saving.
+    state = run_checkpoint.read(checkpoint)
+    loader = build_loader(image_folder(tiny_data, "val", 32, train=False), 5, CPU, train=False)
+    mistakes = ConfidentMistakes(16)
+    engine_evaluate(run_checkpoint.model_from_state(state, CPU), run_checkpoint.loss_from_state(state, CPU), loader,
+                    CPU, policy=make_policy("fp32", CPU), progress=False, on_batch=mistakes)
+    images, true, predicted, probabilities = mistakes.result()
+    assert len(true) == wrong and probabilities == sorted(probabilities, reverse=True)
+    figure = mistakes_figure(images, true, predicted, probabilities, CLASSES, mean=[0.5] * 3, std=[0.5] * 3)
+    titles = [axis.get_title() for axis in figure.axes if axis.get_title()]
+    assert len(titles) == wrong
+    for title, t, p, prob in zip(titles, true, predicted, probabilities):
+        assert title == f"true {CLASSES[t]}\npred {CLASSES[p]} ({prob:.2f})" and t != p

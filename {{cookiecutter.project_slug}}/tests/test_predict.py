@@ -12,6 +12,7 @@ import predict
 from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, build_transforms
+from {{ cookiecutter.package_name }}.exported import Metadata, TorchPredictor
 from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.precision import half_copy
 from {{ cookiecutter.package_name }}.run_checkpoint import model_from_state
@@ -121,7 +122,8 @@ def test_cpu_images_are_moved_and_cast_to_the_model(device, checkpoint, tmp_path
     model.register_forward_pre_hook(lambda module, args: seen.append((args[0].device, args[0].dtype)))
     dataset = predict.ImagePaths(write_images(tmp_path, 3), build_transforms(32, train=False))
     loader = torch.utils.data.DataLoader(dataset, batch_size=2, collate_fn=predict.collate_readable)
-    results = list(predict.top_predictions(model, loader, device, 1, print))
+    predictor = TorchPredictor(model, Metadata(CLASSES, 32, [0.5] * 3, [0.5] * 3), device)
+    results = list(predict.top_predictions(predictor, loader, 1, print))
     assert [index for index, _, _ in results] == [0, 1, 2]
     assert seen == [(device, torch.float16)] * 2
 

@@ -57,6 +57,7 @@ class TrainConfig:
     cache_images: bool = False  # decode train/ and val/ once into memory (uint8, resized)
     cache_budget_mb: int = 2048  # --cache-images refuses a dataset that needs more memory
     compile: bool = False
+    logger: str = "none"  # none | tensorboard (event files in `out`; needs the .[tensorboard] extra)
     out: str = "runs/latest"
     resume: str | None = None  # a checkpoint file or a run directory
 

@@ -56,11 +56,13 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
                     scaler: torch.amp.GradScaler, scheduler=None, epoch: int = 0,
                     progress: bool = True, log_every: int = 10,
                     memory_format: torch.memory_format = torch.contiguous_format,
-                    after_step: Callable[[int], None] | None = None) -> EpochStats:
+                    after_step: Callable[[int], None] | None = None,
+                    step_losses: list[torch.Tensor] | None = None) -> EpochStats:
     """Train for one epoch and return its mean loss, accuracy and throughput.
 
     Steps count from 1. `after_step(step)` runs after each optimizer step and may raise to stop
     (train.py's stop request does). A NaN/inf loss raises NonFiniteLossError naming its step.
+    `step_losses`, when given, receives each step's loss as a device scalar (read by the caller once per epoch).
     """
     model.train()
     loss_sum = torch.zeros((), device=device)
@@ -82,6 +84,8 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
         if scheduler is not None:
             scheduler.step()
         loss_sum += loss.detach() * targets.size(0)
+        if step_losses is not None:
+            step_losses.append(loss.detach())
         correct += (logits.argmax(dim=1) == targets).sum()
         seen += targets.size(0)
         # Recorded on the device and read only every log_every steps: no host sync per step.
@@ -103,11 +107,13 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
 def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, device: torch.device, *,
              policy: PrecisionPolicy, progress: bool = True,
              memory_format: torch.memory_format = torch.contiguous_format,
-             confusion: torch.Tensor | None = None) -> EpochStats:
+             confusion: torch.Tensor | None = None,
+             on_batch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None) -> EpochStats:
     """Mean loss and accuracy of `model` over `val_loader`, without gradients.
 
     The one evaluation loop: training's validation and evaluate.py both run it, so their numbers
-    agree. Pass a (C, C) `confusion` matrix (metrics.new_confusion) to also count predictions in it.
+    agree. Pass a (C, C) `confusion` matrix (metrics.new_confusion) to also count predictions in it, and
+    `on_batch(images, targets, logits)` to see every batch (e.g. metrics.ConfidentMistakes).
     """
     model.eval()
     loss_sum = torch.zeros((), device=device)
@@ -124,6 +130,8 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, device: torch.dev
         seen += targets.size(0)
         if confusion is not None:
             update_confusion(confusion, predictions, targets)
+        if on_batch is not None:
+            on_batch(images, targets, logits)
     loss_sum, correct, seen = reduce_sums(loss_sum, correct, seen)  # over every rank under ddp
     totals = _summary(loss_sum, correct, seen)
     return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)

@@ -20,4 +20,8 @@ class ConfigError(UserError):
     """A flag or configuration value that cannot work (e.g. `--epochs 0`)."""
 
 
+class MissingDependencyError(UserError):
+    """An optional feature whose dependency group is not installed (e.g. `pip install -e '.[export]'`)."""
+
+
 USER_ERRORS: tuple[type[Exception], ...] = (UserError, DeviceError, CheckpointError)

@@ -55,3 +55,34 @@ def format_report(report: ClassReport, class_names: Sequence[str]) -> str:
     for name, p, r, n in zip(class_names, report.precision, report.recall, report.support):
         lines.append(f"{name:<{width}}  {p:>9.3f}  {r:>6.3f}  {n:>7d}")
     return "\n".join(lines)
+
+
+class ConfidentMistakes:
+    """The `count` wrong predictions made with the highest probability, kept on the device as batches pass.
+
+    Call it with each batch's (images, targets, logits) (engine.evaluate's `on_batch`). Correct
+    predictions get confidence -1 instead of being filtered out, so the shapes never depend on
+    the data and nothing is read back before `result()` (one host sync).
+    """
+
+    def __init__(self, count: int = 16):
+        self.count = count
+        self.images = self.targets = self.predictions = self.confidences = None
+
+    def __call__(self, images: torch.Tensor, targets: torch.Tensor, logits: torch.Tensor) -> None:
+        confidences, predictions = logits.float().softmax(dim=1).max(dim=1)  # (B,) each
+        confidences = torch.where(predictions == targets, -1.0, confidences)
+        batch = (images, targets, predictions, confidences)
+        if self.images is not None:  # the best so far compete with the new batch
+            kept = (self.images, self.targets, self.predictions, self.confidences)
+            batch = tuple(torch.cat([old, new.to(old.dtype)]) for old, new in zip(kept, batch))
+        top = batch[3].topk(min(self.count, len(batch[3]))).indices
+        self.images, self.targets, self.predictions, self.confidences = (tensor[top] for tensor in batch)
+
+    def result(self) -> tuple[torch.Tensor, list[int], list[int], list[float]]:
+        """(images (N, 3, H, W) on the CPU, true classes, predicted classes, probabilities), most confident first."""
+        if self.confidences is None:
+            return torch.empty(0, 3, 1, 1), [], [], []
+        wrong = self.confidences >= 0
+        return (self.images[wrong].float().cpu(), self.targets[wrong].tolist(), self.predictions[wrong].tolist(),
+                self.confidences[wrong].tolist())

@@ -1,4 +1,4 @@
-"""Pictures of a run: training curves and a confusion matrix.
+"""Pictures of a run: training curves, a confusion matrix, and the most confident mistakes.
 
 Each builder returns a matplotlib `Figure` (object-oriented API, no pyplot state, no display
 backend) so that tests and notebooks can inspect what was drawn; `save_figure` writes it as a
@@ -56,6 +56,29 @@ def confusion_figure(matrix: torch.Tensor, class_names: Sequence[str]) -> Figure
             axis.text(col, row, str(count), ha="center", va="center",
                       color="white" if count > threshold else "black")
     axis.set_title("confusion matrix")
+    figure.tight_layout()
+    return figure
+
+
+def mistakes_figure(images: torch.Tensor, targets: Sequence[int], predictions: Sequence[int],
+                    probabilities: Sequence[float], class_names: Sequence[str], *, mean: Sequence[float],
+                    std: Sequence[float], columns: int = 4) -> Figure:
+    """A grid of misclassified images, each titled with its true label, predicted label and probability."""
+    count = len(targets)
+    rows = max(1, -(-count // columns))  # ceiling division
+    figure = Figure(figsize=(2.4 * columns, 2.6 * rows))
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    # Undo the transforms' normalisation so the pictures look like the files did.
+    pixels = images.float().cpu() * torch.tensor(std).view(1, 3, 1, 1) + torch.tensor(mean).view(1, 3, 1, 1)
+    for index, axis in enumerate(axes):
+        axis.axis("off")
+        if index < count:
+            axis.imshow(pixels[index].clamp(0, 1).permute(1, 2, 0).numpy())  # (H, W, 3)
+            axis.set_title(f"true {class_names[targets[index]]}\npred {class_names[predictions[index]]} "
+                           f"({probabilities[index]:.2f})", fontsize=9, color="firebrick")
+    if count == 0:
+        axes[0].text(0.5, 0.5, "no wrong predictions", ha="center", va="center")
+    figure.suptitle(f"most confident mistakes ({count})")
     figure.tight_layout()
     return figure
 

@@ -1,0 +1,86 @@
+"""Export a trained checkpoint for deployment: ONNX (onnxruntime) or .pt2 (torch.export), checked before it is written.
+
+    python export.py runs/latest/best.pt --format onnx --out model.onnx
+    python export.py runs/latest/best.pt --format pt2 --out model.pt2
+
+The file holds the plain model (normalised images (B, 3, H, W) in, logits (B, C) out; the batch
+dimension dynamic unless --static-batch) and the class names, image size and normalisation.
+Before writing, the exported model is run on a batch beside the checkpoint's model, and the
+largest logit and probability differences are printed; a file off by more than --tolerance in
+probability is not written (exit 1). Export runs on the CPU, so the file does not name a GPU.
+`predict.py FILE ...` takes the result wherever it takes a checkpoint.
+Exit codes: 0 done, 1 failure, 2 bad input (including a missing optional dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from {{ cookiecutter.package_name }} import checkpoint, cli, exported, run_checkpoint
+from {{ cookiecutter.package_name }}.errors import ConfigError
+
+
+def get_args_parser() -> argparse.ArgumentParser:
+    """The export flags."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
+    p.add_argument("--format", required=True, choices=exported.FORMATS,
+                   help="onnx: for onnxruntime (needs pip install -e '.[export]'); pt2: torch.export")
+    p.add_argument("--out", required=True, help="the file to write (e.g. model.onnx, model.pt2)")
+    p.add_argument("--batch-size", type=int, default=4, help="images in the parity check (default: %(default)s)")
+    p.add_argument("--static-batch", action="store_true", help="fix the batch dimension to --batch-size")
+    p.add_argument("--tolerance", type=float, default=1e-3,
+                   help="largest probability difference accepted in the check (default: %(default)s)")
+    p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
+    return p
+
+
+def parity(reference: exported.Predictor, candidate: exported.Predictor, images: torch.Tensor) -> tuple[float, float]:
+    """Largest absolute difference of the logits and of the softmax probabilities on `images`."""
+    expected, actual = reference.predict_logits(images), candidate.predict_logits(images)  # (B, C) each
+    logit_diff = (expected - actual).abs().max().item()
+    prob_diff = (expected.softmax(dim=1) - actual.softmax(dim=1)).abs().max().item()
+    return logit_diff, prob_diff
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export, check against the checkpoint on a batch, then write the file atomically."""
+    if args.batch_size < 1:
+        raise ConfigError("--batch-size must be at least 1")
+    device = torch.device("cpu")  # a graph traced on a GPU would name that GPU; the CPU's is portable
+    state = run_checkpoint.read(args.checkpoint)
+    model = run_checkpoint.model_from_state(state, device, args.checkpoint).eval()
+    metadata = exported.Metadata.from_state(state)
+    size = metadata.image_size
+    generator = torch.Generator().manual_seed(0)
+    example = torch.randn(args.batch_size, 3, size, size, generator=generator)  # (B, 3, H, W), normalised
+    data = exported.export_bytes(model, example, args.format, metadata, dynamic_batch=not args.static_batch)
+    candidate = exported.predictor_from_bytes(data, args.format, device, args.out)
+    # A different batch from the traced one (and of another size, when the batch is dynamic).
+    check_batch = args.batch_size if args.static_batch else args.batch_size + 1
+    images = torch.randn(check_batch, 3, size, size, generator=generator)
+    logit_diff, prob_diff = parity(exported.TorchPredictor(model, metadata, device), candidate, images)
+    print(f"parity on {check_batch} images of {size} px: max |logit difference| {logit_diff:.3g}, "
+          f"max |probability difference| {prob_diff:.3g}")
+    if not prob_diff <= args.tolerance:  # also catches NaN
+        raise RuntimeError(f"the exported model differs from the checkpoint by {prob_diff:.3g} in probability "
+                           f"(over --tolerance {args.tolerance}); {args.out} was not written")
+    path = checkpoint.atomic_write(args.out, data)
+    batch = check_batch if args.static_batch else "dynamic"
+    print(f"wrote {path} ({args.format}, {Path(path).stat().st_size / 2**20:.1f} MiB, "
+          f"{len(metadata.class_names)} classes, {size} px, batch {batch})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and export; returns the exit code."""
+    args = get_args_parser().parse_args(argv)
+    return cli.run_cli(lambda: run(args), verbose=args.verbose)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""replay.py and train.py --config: a run's config.json replays the run; flags beside it win; bad files exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import train
+from {{ cookiecutter.package_name }}.outputs import read_metrics
+
+TIMINGS = ("epoch_time_s", "images_per_s")
+
+
+def one_thread(argv: list[str]) -> int:
+    """train.main on one thread: the same arithmetic for the run and its replay."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return train.main(argv)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def original(tiny_data, tmp_path_factory) -> Path:
+    """A two-epoch run with several settings away from their defaults."""
+    out = tmp_path_factory.mktemp("original") / "run"
+    code = one_thread(["--data", str(tiny_data), "--device", "cpu", "--epochs", "2", "--batch-size", "6",
+                       "--image-size", "32", "--seed", "11", "--lr", "0.003", "--label-smoothing", "0.1",
+                       "--no-pretrained", "--precision", "fp32", "--parallel", "none", "--out", str(out)])
+    assert code == 0
+    return out
+
+
+def parsed(argv: list[str]):
+    """The TrainConfig train.py would run for `argv`, without running it."""
+    parser = train.get_args_parser()
+    return train.config_from_args(train.with_config_file(parser, parser.parse_args(argv), argv))
+
+
+@pytest.mark.slow
+def test_config_json_replays_the_run_exactly(original, tmp_path):
+    """`--config config.json` alone gives the same metrics.csv, timing columns apart, and the same settings."""
+    replay = tmp_path / "replay"
+    assert one_thread(["--config", str(original / "config.json"), "--out", str(replay)]) == 0
+    first, second = read_metrics(original / "metrics.csv"), read_metrics(replay / "metrics.csv")
+    strip = [{key: value for key, value in row.items() if key not in TIMINGS} for row in first]
+    assert [{key: value for key, value in row.items() if key not in TIMINGS} for row in second] == strip
+    recorded, replayed = (json.loads((path / "config.json").read_text()) for path in (original, replay))
+    differ = {key for key in recorded if recorded[key] != replayed[key]}
+    assert "out" in differ and differ <= {"out", "environment"}  # where it was written, and the command line
+
+
+def test_flags_beside_config_override_the_file_and_out_and_resume_are_not_taken(tmp_path):
+    """Given flags win; unflagged fields (weight_decay) come from the file; out/resume and the record are read past."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"epochs": 7, "lr": 0.5, "weight_decay": 0.2, "seed": 3, "precision": "bf16",
+                                "out": "somewhere/else", "resume": "somewhere/else", "resolved_device": "cuda:3",
+                                "class_names": ["a", "b"], "environment": {"torch": "0"}}))
+    cfg = parsed(["--config", str(path), "--epochs", "2", "--precision", "fp32"])
+    assert (cfg.epochs, cfg.precision) == (2, "fp32")  # flags given
+    assert (cfg.lr, cfg.weight_decay, cfg.seed) == (0.5, 0.2, 3)  # from the file
+    assert (cfg.out, cfg.resume) == ("runs/latest", None)  # the defaults, not the file's
+
+
+@pytest.mark.parametrize("content, message", [
+    ({"epochs": 2, "learning_rate": 0.1}, "unknown key(s) learning_rate;"),
+    ({"epochs": "three"}, 'bad value for epochs: "three" (expected int)'),
+    ({"epochs": 2.5}, "bad value for epochs: 2.5 (expected int)"),
+    ({"pretrained": "yes"}, 'bad value for pretrained: "yes" (expected bool)'),
+    ({"precision": "fp8"}, 'bad value for precision: "fp8" (expected one of fp32, fp16, bf16)'),
+    ({"logger": "wandb"}, 'bad value for logger: "wandb" (expected one of none, tensorboard)'),
+    ([1, 2], "expected a JSON object of settings, got list"),
+], ids=["unknown-key", "string-for-int", "float-for-int", "string-for-bool", "bad-choice", "bad-logger", "not-object"])
+def test_bad_config_file_is_one_line_and_exit_2(content, message, tmp_path, capsys):
+    """An unknown key or a value of the wrong type or choice: one error line naming it, exit 2, nothing written."""
+    path, out = tmp_path / "config.json", tmp_path / "run"
+    path.write_text(json.dumps(content))
+    code = train.main(["--config", str(path), "--device", "cpu", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"error: --config {path}: ")
+    assert message in err[0]
+    assert not out.exists()
+
+
+def test_unreadable_config_file_is_one_line_and_exit_2(tmp_path, capsys):
+    """A missing file and a file that is not JSON: one line each, exit 2."""
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    for path, reason in ((tmp_path / "absent.json", "no such file"), (broken, "not a readable JSON file")):
+        code = train.main(["--config", str(path), "--out", str(tmp_path / "run")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and reason in err[0]

@@ -1,0 +1,122 @@
+"""tracking.py and train.py --logger tensorboard: real event files, read back with TensorBoard's own reader."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import train
+from {{ cookiecutter.package_name }} import tracking
+from {{ cookiecutter.package_name }}.interrupts import PAUSE_ENV_VAR
+from {{ cookiecutter.package_name }}.outputs import read_metrics
+
+pytest.importorskip("tensorboard", reason="needs the tensorboard extra: pip install -e '.[tensorboard]'")
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+
+PROJECT = Path(__file__).resolve().parent.parent
+STEPS_PER_EPOCH = 3  # the tiny data: 24 training images in batches of 8
+
+
+def scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar tag's (step, value) points as TensorBoard shows them (restarts purged)."""
+    accumulator = EventAccumulator(str(log_dir))
+    accumulator.Reload()
+    return {tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
+            for tag in accumulator.Tags()["scalars"]}
+
+
+def train_args(data: Path, out: Path, epochs: int = 2) -> list[str]:
+    return ["--data", str(data), "--device", "cpu", "--epochs", str(epochs), "--batch-size", "8", "--image-size", "32",
+            "--workers", "0", "--seed", "5", "--no-pretrained", "--precision", "fp32", "--parallel", "none",
+            "--logger", "tensorboard", "--out", str(out)]
+
+
+def train_one_thread(argv: list[str]) -> int:
+    """train.main on one thread, like the subprocesses (OMP_NUM_THREADS=1), so the runs compute alike."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return train.main(argv)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def logged_run(tiny_data, tmp_path_factory) -> Path:
+    """One uninterrupted two-epoch run with --logger tensorboard."""
+    out = tmp_path_factory.mktemp("tb") / "run"
+    assert train_one_thread(train_args(tiny_data, out)) == 0
+    return out
+
+
+def test_tensorboard_run_writes_epoch_scalars_step_loss_and_hparams(logged_run):
+    """Six per-epoch scalars equal to metrics.csv, one train_loss_step per optimizer step, and the settings."""
+    points, rows = scalars(logged_run), read_metrics(logged_run / "metrics.csv")
+    assert set(points) == {*tracking.EPOCH_TAGS, tracking.STEP_TAG}
+    for tag in tracking.EPOCH_TAGS:
+        assert [step for step, _ in points[tag]] == [STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH]
+        assert [value for _, value in points[tag]] == pytest.approx([row[tag] for row in rows], rel=1e-6)
+    assert [step for step, _ in points[tracking.STEP_TAG]] == list(range(1, 2 * STEPS_PER_EPOCH + 1))
+    # the epoch's train_loss is the mean of its steps' losses (batches of equal size here)
+    first_epoch = [value for _, value in points[tracking.STEP_TAG][:STEPS_PER_EPOCH]]
+    assert sum(first_epoch) / STEPS_PER_EPOCH == pytest.approx(rows[0]["train_loss"], abs=1e-5)
+    accumulator = EventAccumulator(str(logged_run))
+    accumulator.Reload()
+    hparams = accumulator.PluginTagToContent("hparams")
+    assert "_hparams_/session_start_info" in hparams
+    start_info = hparams["_hparams_/session_start_info"]
+    assert b"batch_size" in start_info and b"tensorboard" in start_info  # the settings, --logger among them
+    assert (logged_run / "metrics.csv").is_file() and (logged_run / "curves.png").is_file()  # as without a logger
+
+
+def test_missing_tensorboard_is_one_line_and_exit_2(tiny_data, tmp_path, monkeypatch, capsys):
+    """Without the tensorboard package (its import fails as if absent): one line naming the extra, nothing written."""
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    monkeypatch.delitem(sys.modules, "torch.utils.tensorboard", raising=False)
+    out = tmp_path / "run"
+    code = train.main(train_args(tiny_data, out))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0] == "error: --logger tensorboard needs the tensorboard package: pip install -e '.[tensorboard]'"
+    assert not out.exists()
+
+
+def _killed_after_logging_epoch(data: Path, out: Path) -> None:
+    """Run train.py in a subprocess and SIGKILL it once epoch 1 is logged but its last.pt not yet in place."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", PAUSE_ENV_VAR: "save:last.pt:1"}
+    log = out.parent / "killed.log"
+    with open(log, "wb") as handle:
+        process = subprocess.Popen([sys.executable, "train.py", *train_args(data, out)], cwd=PROJECT, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=handle)
+    try:
+        deadline = time.monotonic() + 300
+        while "paused at save:last.pt:1" not in log.read_text(errors="replace"):
+            assert process.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.slow
+def test_resumed_run_continues_the_same_curves_without_duplicate_points(tiny_data, tmp_path, logged_run):
+    """Killed after epoch 1 was logged but before its checkpoint, then resumed: the same curves, each step once."""
+    out = tmp_path / "run"
+    _killed_after_logging_epoch(tiny_data, out)
+    assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 0
+    assert len(scalars(out)[tracking.STEP_TAG]) == STEPS_PER_EPOCH  # epoch 1 was on disk when it died
+    assert train_one_thread([*train_args(tiny_data, out), "--resume", str(out)]) == 0
+    assert len(list(out.glob("events.out.tfevents.*"))) == 2  # the killed run's file and the resumed run's
+    resumed, reference = scalars(out), scalars(logged_run)
+    assert resumed.keys() == reference.keys()
+    for tag in reference:
+        assert [step for step, _ in resumed[tag]] == [step for step, _ in reference[tag]], tag  # each step once
+        if tag != "images_per_s":  # a timing
+            assert [v for _, v in resumed[tag]] == pytest.approx([v for _, v in reference[tag]], rel=1e-5), tag

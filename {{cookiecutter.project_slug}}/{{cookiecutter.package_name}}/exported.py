@@ -1,0 +1,186 @@
+"""Exported models: ONNX (`torch.onnx`, run with onnxruntime) and `.pt2` (`torch.export`), with what inference needs.
+
+An exported file holds the plain model (no wrappers) taking normalised images (B, 3, H, W) and
+returning logits (B, C), the batch dimension dynamic by default, and beside it the metadata a
+consumer needs: class names, image size, and the normalisation (mean, std) the transforms apply
+(ONNX: `metadata_props`; `.pt2`: `extra_files` of torch.export.save, as `metadata.json`).
+
+`load(path, device)` gives back a `Predictor` for an `.onnx` or a `.pt2`; a checkpoint's model
+becomes one with `TorchPredictor`, so predict.py only calls `predict_logits(images)`. ONNX and onnxruntime are an
+optional dependency group (`pip install -e '.[export]'`): a missing one is a MissingDependencyError.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import checkpoint
+from .data import IMAGENET_MEAN, IMAGENET_STD
+from .errors import ConfigError, MissingDependencyError, UserError
+
+FORMATS = ("onnx", "pt2")
+SUFFIXES = {".onnx": "onnx", ".pt2": "pt2"}
+INPUT_NAME, OUTPUT_NAME = "images", "logits"
+METADATA_FILE = "metadata.json"  # the .pt2 archive's extra file
+MAX_BATCH = 4096  # the dynamic batch dimension's upper bound (torch.export needs one to reason about shapes)
+
+
+class ExportError(UserError):
+    """An exported file that cannot be read, or a format this project does not export."""
+
+
+@dataclasses.dataclass
+class Metadata:
+    """What inference needs beside the weights."""
+
+    class_names: list[str]
+    image_size: int
+    mean: list[float]
+    std: list[float]
+    backbone: str = ""
+    epoch: int = 0
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Metadata:
+        """The metadata of a training checkpoint (layout: run_checkpoint.py)."""
+        return cls(class_names=list(state["class_names"]), image_size=int(state["image_size"]),
+                   mean=list(IMAGENET_MEAN), std=list(IMAGENET_STD), backbone=state["config"].get("backbone", ""),
+                   epoch=int(state.get("epoch", 0)))
+
+    def to_strings(self) -> dict[str, str]:
+        """Each field as a JSON string (ONNX metadata_props are string pairs)."""
+        return {key: json.dumps(value) for key, value in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_strings(cls, values: dict[str, str], source: str) -> Metadata:
+        """Parse what to_strings wrote; refuse a file that lacks it."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        try:
+            return cls(**{name: json.loads(values[name]) for name in names if name in values})
+        except (TypeError, ValueError) as error:
+            raise ExportError(f"{source} lacks the metadata this project's export.py writes ({error})") from None
+
+
+def format_of(path: str | os.PathLike) -> str | None:
+    """'onnx' or 'pt2' for an exported file's name, None for anything else (a checkpoint, a run folder)."""
+    return SUFFIXES.get(Path(path).suffix.lower())
+
+
+def _batch_dim():
+    return torch.export.Dim("batch", min=1, max=MAX_BATCH)
+
+
+def _require(module: str, feature: str):
+    """Import an optional dependency, or say which extra installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingDependencyError(f"{feature} needs the {module} package: pip install -e '.[export]'") from None
+
+
+def export_bytes(model: nn.Module, example: torch.Tensor, fmt: str, metadata: Metadata, *,
+                 dynamic_batch: bool = True) -> bytes:
+    """The exported file's bytes: `model` (in eval mode, on example's device) traced with `example` images."""
+    model = checkpoint.unwrap(model).eval()
+    dynamic_shapes = ({0: _batch_dim()},) if dynamic_batch else None
+    if fmt == "pt2":
+        program = torch.export.export(model, (example,), dynamic_shapes=dynamic_shapes)
+        buffer = io.BytesIO()
+        torch.export.save(program, buffer, extra_files={METADATA_FILE: json.dumps(dataclasses.asdict(metadata))})
+        return buffer.getvalue()
+    if fmt == "onnx":
+        onnx = _require("onnx", "--format onnx")
+        _require("onnxscript", "--format onnx")  # torch.onnx's exporter (dynamo=True) is written in onnxscript
+        program = torch.onnx.export(model, (example,), dynamo=True, dynamic_shapes=dynamic_shapes,
+                                    input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], verbose=False)
+        proto = program.model_proto
+        onnx.helper.set_model_props(proto, metadata.to_strings())
+        return proto.SerializeToString()
+    raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+
+
+class Predictor:
+    """Logits for a batch of normalised CPU images, whatever runs the model."""
+
+    metadata: Metadata
+
+    def predict_logits(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) float images, on the CPU -> (B, C) float32 logits, on the CPU."""
+        raise NotImplementedError
+
+
+class TorchPredictor(Predictor):
+    """A PyTorch module (a checkpoint's model, or a .pt2 program's) on a device; inputs moved and cast to it."""
+
+    def __init__(self, model: nn.Module, metadata: Metadata, device: torch.device):
+        self.model, self.metadata, self.device = model, metadata, device
+        self.dtype = next(model.parameters()).dtype
+
+    @torch.inference_mode()
+    def predict_logits(self, images: torch.Tensor) -> torch.Tensor:
+        # the user's images arrive on the CPU: move and cast them to match the model
+        logits = self.model(images.to(self.device, dtype=self.dtype, non_blocking=True))  # (B, C)
+        return logits.float().cpu()
+
+
+class OnnxPredictor(Predictor):
+    """An ONNX model in an onnxruntime session (CPU, or CUDA where onnxruntime has its CUDA provider)."""
+
+    def __init__(self, model_bytes: bytes, device: torch.device, source: str):
+        ort = _require("onnxruntime", "an .onnx model")
+        self.session = ort.InferenceSession(model_bytes, providers=_providers(ort, device))
+        meta = self.session.get_modelmeta().custom_metadata_map
+        self.metadata = Metadata.from_strings(meta, source)
+        self.input_name = self.session.get_inputs()[0].name
+
+    def predict_logits(self, images: torch.Tensor) -> torch.Tensor:
+        (logits,) = self.session.run(None, {self.input_name: images.float().contiguous().numpy()})
+        return torch.from_numpy(logits)  # (B, C)
+
+
+def _providers(ort, device: torch.device) -> list:
+    """onnxruntime's execution providers for `device`; a device it cannot run on is refused."""
+    if device.type == "cpu":
+        return ["CPUExecutionProvider"]
+    if device.type == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
+        return [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
+    providers = ", ".join(ort.get_available_providers())
+    raise ConfigError(f"onnxruntime here cannot run on {device} (providers: {providers}); "
+                      "use --device cpu, or install onnxruntime-gpu for cuda")
+
+
+def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: str) -> Predictor:
+    """A Predictor for an exported model held in memory (export.py checks a file before writing it)."""
+    if fmt == "onnx":
+        return OnnxPredictor(data, device, source)
+    if not zipfile.is_zipfile(io.BytesIO(data)):  # checked first: torch.export.load logs a traceback on junk
+        raise ExportError(f"{source} is not a readable .pt2 file (not a zip archive)")
+    extra = {METADATA_FILE: ""}
+    try:
+        program = torch.export.load(io.BytesIO(data), extra_files=extra)
+    except Exception as error:  # a truncated or foreign archive: torch raises several kinds
+        raise ExportError(f"{source} is not a readable .pt2 file ({type(error).__name__}: {error})") from None
+    values = json.loads(extra[METADATA_FILE] or "{}")
+    metadata = Metadata.from_strings({key: json.dumps(value) for key, value in values.items()}, source)
+    return TorchPredictor(program.module().to(device), metadata, device)
+
+
+def load(path: str | os.PathLike, device: torch.device) -> Predictor:
+    """A Predictor for an .onnx or a .pt2 file, on `device`."""
+    fmt = format_of(path)
+    if fmt is None:
+        raise ExportError(f"{path} is not an exported model (.onnx or .pt2)")
+    if not Path(path).is_file():
+        raise ExportError(f"{path} does not exist")
+    return predictor_from_bytes(Path(path).read_bytes(), fmt, device, str(path))

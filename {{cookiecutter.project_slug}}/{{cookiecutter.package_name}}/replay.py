@@ -1,0 +1,77 @@
+"""A run's config.json read back as settings, so `train.py --config runs/exp1/config.json` replays the run.
+
+config.json holds every TrainConfig field plus a record of the run: `resolved_device`,
+`class_names` and `environment` (library versions, the command line), and `image_size` as
+resolved, which replays as an explicit size. The record is read past; a replay chooses its own
+place: `out` and `resume` (where the run was written, what it continued from) are not taken
+from the file, so a replay never writes into, or continues, the run it copies.
+
+Every other key must be a TrainConfig field holding a value of the field's type (and one of the
+flag's choices, where the flag has some); anything else is a ConfigError (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import TrainConfig
+from .errors import ConfigError
+
+RECORD_KEYS = frozenset({"resolved_device", "class_names", "environment"})  # written by train.py, not settings
+PLACE_KEYS = frozenset({"out", "resume"})  # where a run wrote and what it continued: each replay picks its own
+UNIONS = (typing.Union, types.UnionType)  # `Optional[X]` and `X | None`
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a TrainConfig annotation (bool is not a number here, None only if optional)."""
+    for option in typing.get_args(hint) if typing.get_origin(hint) in UNIONS else (hint,):
+        if option is type(None) and value is None:
+            return True
+        if option is bool and isinstance(value, bool):
+            return True
+        if option in (int, float) and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if option is float and isinstance(value, float):
+            return True
+        if option is str and isinstance(value, str):
+            return True
+        origin = typing.get_origin(option)
+        if origin in (list, tuple) and isinstance(value, list):
+            return True
+    return False
+
+
+def _type_name(hint: Any) -> str:
+    """`int`, `str | None`: an annotation as it is written."""
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    """The TrainConfig values a config.json sets (record and place keys dropped), each checked against its field."""
+    try:
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"--config {path}: not a readable JSON file ({error})") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"--config {path}: expected a JSON object of settings, got {type(values).__name__}")
+    hints = typing.get_type_hints(TrainConfig)
+    fields = {field.name for field in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(values) - fields - RECORD_KEYS)
+    if unknown:
+        raise ConfigError(f"--config {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
+    settings = {}
+    for key in sorted(fields & set(values) - PLACE_KEYS):
+        value, allowed = values[key], (choices or {}).get(key)
+        if not _matches(value, hints[key]) or (allowed and value is not None and value not in allowed):
+            expected = f"one of {', '.join(map(str, allowed))}" if allowed else _type_name(hints[key])
+            raise ConfigError(f"--config {path}: bad value for {key}: {json.dumps(value)} (expected {expected})")
+        settings[key] = float(value) if hints[key] is float else value
+    return settings
