@@ -17,6 +17,7 @@ CONTRACT_FILES = [
     "train.py",
     "evaluate.py",
     "predict.py",
+    "export.py",
     "pyproject.toml",
     "README.md",
     "ARCHITECTURE.md",
@@ -30,6 +31,10 @@ CONTRACT_FILES = [
     "{pkg}/parallel.py",
     "{pkg}/precision.py",
     "{pkg}/engine.py",
+    "{pkg}/errors.py",
+    "{pkg}/run_checkpoint.py",
+    ".github/workflows/ci.yml",
+    ".pre-commit-config.yaml",
     "tests/conftest.py",
 ]
 
