@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PROJECT = Path(__file__).resolve().parent.parent
 TINY = ["--device", "cpu", "--batch-size", "4", "--image-size", "32", "--batches", "2",
         "--warmup", "1", "--repeats", "1", "--threads", "1"]
@@ -16,6 +18,7 @@ def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, cwd=PROJECT.parent)
 
 
+@pytest.mark.slow  # a subprocess: importing torch costs seconds
 def test_loop_overhead_prints_images_per_second_and_both_median_ratios():
     """loop_overhead.py exits 0 and prints each loop's images/s and the ratios to the hand-written loop."""
     result = run_script("loop_overhead.py", *TINY)
@@ -25,6 +28,7 @@ def test_loop_overhead_prints_images_per_second_and_both_median_ratios():
     assert re.search(r"median ratio project\+tqdm / hand-written: \d+\.\d+", result.stdout)
 
 
+@pytest.mark.slow  # a subprocess: importing torch costs seconds
 def test_data_throughput_prints_a_row_per_worker_count_and_the_model_rate(tiny_data):
     """data_throughput.py exits 0 with loader images/s for each --workers value, cached too, and the model's rate."""
     result = run_script("data_throughput.py", *TINY, "--data", str(tiny_data), "--workers", "0,1",
@@ -35,6 +39,7 @@ def test_data_throughput_prints_a_row_per_worker_count_and_the_model_rate(tiny_d
     assert re.search(r"model consumption .*: [\d.]+ images/s", result.stdout)
 
 
+@pytest.mark.slow  # a subprocess: importing torch costs seconds
 def test_benchmarks_refuse_a_bad_device_with_one_line_and_exit_2():
     """A device that is not there is refused like train.py refuses it: exit 2, one line, no traceback."""
     result = run_script("loop_overhead.py", "--device", "tpu")

@@ -35,6 +35,7 @@ def evil_checkpoint(tmp_path):
     return tmp_path / "evil.pt", marker
 
 
+@pytest.mark.slow  # subprocesses: importing torch costs seconds
 @pytest.mark.parametrize("script", ["predict.py", "evaluate.py"])
 def test_a_payload_checkpoint_is_refused_by_the_cli_and_never_runs(script, evil_checkpoint, tiny_data):
     """A real process: non-zero exit, exactly one stderr line saying it is unsafe, and no marker file."""

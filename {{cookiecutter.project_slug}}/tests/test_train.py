@@ -86,6 +86,7 @@ def test_bad_data_folder_exits_2_and_writes_nothing(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # a subprocess: importing torch costs seconds
 def test_cli_process_prints_no_traceback_on_bad_device(tmp_path):
     """Run as a real process, a bad device is exit 2 and a single stderr line."""
     result = subprocess.run([sys.executable, "train.py", "--device", "cuda:7", "--out", str(tmp_path / "r")],
