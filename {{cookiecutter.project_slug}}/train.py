@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from {{ cookiecutter.package_name }} import __version__, config
+from {{ cookiecutter.package_name }} import __version__, backbones, config
 from {{ cookiecutter.package_name }}.cache import cache_splits
 from {{ cookiecutter.package_name }}.checkpoint import (
     CheckpointError, load_checkpoint, load_model_state, model_state, remove_partial_writes, save_checkpoint, to_cpu,
@@ -91,19 +91,18 @@ def check_numbers(cfg: TrainConfig) -> None:
             raise DataError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
     if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
         raise DataError("--workers must be >= 0 and --image-size >= 16")
+    backbones.check_backbone(cfg.backbone)
+    if cfg.image_size:
+        backbones.check_image_size(cfg.backbone, cfg.image_size)
 
 
 def default_image_size(cfg: TrainConfig) -> int:
-    """The demo's native size, the pretrained weights' crop size, or the usual 224."""
+    """The demo's native size (or the nearest the backbone takes), else the backbone's own size."""
     if cfg.image_size:
         return cfg.image_size
     if cfg.data is None:
-        return DEMO_IMAGE_SIZE
-    if cfg.pretrained:
-        from torchvision.models import get_model_weights
-
-        return get_model_weights(cfg.backbone).DEFAULT.transforms().crop_size[0]
-    return 224
+        return backbones.fit_image_size(cfg.backbone, DEMO_IMAGE_SIZE)
+    return backbones.default_image_size(cfg.backbone)  # its weights' crop size: 224 for most, 299 for inception_v3
 
 
 class Run:
@@ -123,7 +122,8 @@ class Run:
                                          seed=cfg.seed, sampler=train_sampler(train_set, cfg.seed))
         self.val_loader = build_loader(val_set, cfg.batch_size, device, train=False, workers=cfg.workers,
                                        sampler=eval_shard(val_set))
-        self.model = build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device)
+        self.model = build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device,
+                                 image_size=self.image_size)
         self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
         self.model = self.model.to(memory_format=self.memory_format)
         self.loss_fn = WeightedCrossEntropy(balanced_class_weights(class_counts(train_set)),

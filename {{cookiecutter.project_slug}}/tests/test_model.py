@@ -6,10 +6,9 @@ import pytest
 import torch
 from torchvision import models
 
+from {{ cookiecutter.package_name }}.backbones import build_backbone, default_image_size
 from {{ cookiecutter.package_name }}.devices import module_device
-from {{ cookiecutter.package_name }}.model import (
-    Classifier, WeightsError, build_model, feature_width, pretrained_state_dict, strip_classifier, weights_file,
-)
+from {{ cookiecutter.package_name }}.model import Classifier, WeightsError, build_model, pretrained_state_dict, weights_file
 
 BACKBONE = "{{ cookiecutter.backbone }}"
 
@@ -30,9 +29,8 @@ def test_model_moved_with_to_follows_completely(device):
 
 def test_head_is_created_on_the_backbone_device_when_built_on_meta():
     """A backbone on meta gets a head on meta: the Classifier never guesses a device."""
-    with torch.device("meta"):
-        backbone = strip_classifier(models.get_model(BACKBONE, weights=None))
-    model = Classifier(backbone, feature_width(BACKBONE), num_classes=5)
+    backbone, width = build_backbone(BACKBONE, device=torch.device("meta"))
+    model = Classifier(backbone, width, num_classes=5)
     assert model.head.weight.device.type == "meta"
     assert module_device(model).type == "meta"
 
@@ -49,7 +47,8 @@ def test_original_classifier_is_removed():
     model = build_model(BACKBONE, num_classes=4, pretrained=False, device=torch.device("meta"))
     linears = [name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
     assert linears[-1] == "head"
-    assert model.head.in_features == feature_width(BACKBONE)
+    size = default_image_size(BACKBONE)
+    assert model.head.in_features == model.backbone.eval()(torch.empty(1, 3, size, size, device="meta")).shape[-1]
     assert all(m.out_features != 1000 for m in model.modules() if isinstance(m, torch.nn.Linear))
 
 

@@ -1,6 +1,6 @@
 """The CLIs' edge: user errors become one line on stderr and exit code 2, failures exit 1.
 
-Exit codes: 0 done, 1 failure, 2 bad input (device, data, checkpoint, precision, weights).
+Exit codes: 0 done, 1 failure, 2 bad input (device, data, checkpoint, precision, weights, backbone).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import sys
 import traceback
 from typing import Callable
 
+from .backbones import BackboneError
 from .checkpoint import CheckpointError
 from .data import DataError
 from .devices import DeviceError
@@ -16,7 +17,7 @@ from .model import WeightsError
 from .parallel import ParallelError
 from .precision import PrecisionError
 
-USER_ERRORS = (DeviceError, DataError, CheckpointError, PrecisionError, WeightsError, ParallelError)
+USER_ERRORS = (DeviceError, DataError, CheckpointError, PrecisionError, WeightsError, ParallelError, BackboneError)
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 
 

@@ -12,8 +12,8 @@ import urllib.parse
 
 import torch
 from torch import nn
-from torchvision import models
 
+from .backbones import build_backbone, default_weights
 from .checkpoint import CheckpointError, load_model_state
 from .devices import DeviceAwareMixin, module_device
 
@@ -22,33 +22,16 @@ class WeightsError(ValueError):
     """Pretrained weights were asked for but are neither cached nor downloadable."""
 
 
-def strip_classifier(backbone: nn.Module) -> nn.Module:
-    """Replace the backbone's last Linear layer (its ImageNet classifier) with Identity."""
-    last = [name for name, module in backbone.named_modules() if isinstance(module, nn.Linear)][-1]
-    parent_name, _, child = last.rpartition(".")
-    parent = backbone.get_submodule(parent_name) if parent_name else backbone
-    setattr(parent, child, nn.Identity())
-    return backbone
-
-
-def feature_width(backbone_name: str, image_size: int = 64) -> int:
-    """Width of the stripped backbone's features, found on the meta device (no memory, no compute)."""
-    with torch.device("meta"):
-        skeleton = strip_classifier(models.get_model(backbone_name, weights=None))
-        features = skeleton.eval()(torch.empty(1, 3, image_size, image_size))  # (1, F)
-    return features.shape[-1]
-
-
 def weights_file(backbone_name: str) -> str:
     """Where torch hub keeps this backbone's default ImageNet weights."""
-    weights = models.get_model_weights(backbone_name).DEFAULT
+    weights = default_weights(backbone_name)
     name = os.path.basename(urllib.parse.urlparse(weights.url).path)
     return os.path.join(torch.hub.get_dir(), "checkpoints", name)
 
 
 def pretrained_state_dict(backbone_name: str) -> dict[str, torch.Tensor]:
     """The default ImageNet weights, from the hub cache or downloaded into it, loaded safely."""
-    weights = models.get_model_weights(backbone_name).DEFAULT
+    weights = default_weights(backbone_name)
     try:
         return weights.get_state_dict(progress=True, check_hash=True, weights_only=True, map_location="cpu")
     except (OSError, RuntimeError) as error:  # URLError is an OSError; a bad file is a RuntimeError
@@ -75,16 +58,15 @@ class Classifier(DeviceAwareMixin, nn.Module):
         return self.head(self.dropout(features))
 
 
-def build_model(backbone_name: str, num_classes: int, *, pretrained: bool,
-                device: torch.device) -> Classifier:
-    """Build a Classifier with every tensor created directly on `device`."""
+def build_model(backbone_name: str, num_classes: int, *, pretrained: bool, device: torch.device,
+                image_size: int | None = None) -> Classifier:
+    """Build a Classifier with every tensor created directly on `device`.
+
+    `image_size` matters only to backbones built for one input size (ViT, MaxViT); None: their own.
+    """
     state = pretrained_state_dict(backbone_name) if pretrained else None
-    with device:  # parameters are allocated on the device, not built on cpu then copied
-        backbone = models.get_model(backbone_name, weights=None)
-        if state is not None:
-            backbone.load_state_dict(state)
-        backbone = strip_classifier(backbone)
-        return Classifier(backbone, feature_width(backbone_name), num_classes)
+    backbone, width = build_backbone(backbone_name, device=device, image_size=image_size, state=state)
+    return Classifier(backbone, width, num_classes)
 
 
 def model_from_checkpoint(state: dict, device: torch.device, source: str = "checkpoint") -> Classifier:
@@ -93,6 +75,6 @@ def model_from_checkpoint(state: dict, device: torch.device, source: str = "chec
         backbone_name, num_classes = state["config"]["backbone"], len(state["class_names"])
     except (KeyError, TypeError):
         raise CheckpointError(f"{source} was not written by this project's train.py (no config/class_names)") from None
-    model = build_model(backbone_name, num_classes, pretrained=False, device=device)
+    model = build_model(backbone_name, num_classes, pretrained=False, device=device, image_size=state.get("image_size"))
     load_model_state(model, state["model"], source)
     return model
