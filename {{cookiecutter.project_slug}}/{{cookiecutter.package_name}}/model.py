@@ -51,6 +51,14 @@ class Classifier(DeviceAwareMixin, nn.Module):
         self.dropout = nn.Dropout(dropout)
         # Created where the backbone already is: no later .to() can be forgotten.
         self.head = nn.Linear(feature_dim, num_classes, device=module_device(backbone))
+        self.backbone_frozen = False  # set by finetune.freeze_backbone
+
+    def train(self, mode: bool = True) -> Classifier:
+        """Training mode for the head; a frozen backbone stays in eval mode, so its BatchNorm statistics are kept."""
+        super().train(mode)
+        if mode and self.backbone_frozen:
+            self.backbone.eval()
+        return self
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Logits of shape (B, num_classes) for images of shape (B, 3, H, W)."""
