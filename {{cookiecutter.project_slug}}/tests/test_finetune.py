@@ -7,7 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from {{ cookiecutter.package_name }} import finetune
+from {{ cookiecutter.package_name }}.engine import train_one_epoch
 from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.precision import make_policy
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 BACKBONE = "resnet18"  # has BatchNorm, cheap at 32 px
@@ -119,3 +121,47 @@ def test_init_from_another_label_set_copies_the_backbone_and_keeps_a_fresh_head(
     same_classes = _model(classes=5, seed=3)
     assert finetune.init_from_state(same_classes, source.state_dict()) == []
     assert torch.equal(same_classes.head.weight, source.head.weight)
+
+
+def _tiny_linear(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 3))
+
+
+def _epoch(model, batches, **options):
+    policy = make_policy("fp32", CPU)
+    optimizer = torch.optim.SGD(model.parameters(), lr=options.pop("lr", 0.5))
+    return train_one_epoch(model, torch.nn.CrossEntropyLoss(), optimizer, batches, CPU, policy=policy,
+                           scaler=policy.grad_scaler(), progress=False, **options)
+
+
+def test_accumulating_two_half_batches_takes_the_step_of_one_full_batch():
+    """--accum-steps 2 over batches of 4 updates the weights as one batch of 8 would."""
+    torch.manual_seed(0)
+    images, labels = torch.randn(8, 3, 4, 4), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    whole, halves = _tiny_linear(), _tiny_linear()
+    _epoch(whole, [(images, labels)])
+    _epoch(halves, [(images[:4], labels[:4]), (images[4:], labels[4:])], accum_steps=2)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(whole.parameters(), halves.parameters()))
+    unaccumulated = _tiny_linear()
+    _epoch(unaccumulated, [(images[:4], labels[:4]), (images[4:], labels[4:])])
+    assert not torch.allclose(unaccumulated[1].weight, whole[1].weight)
+
+
+def test_clipping_bounds_the_step_by_the_gradient_norm():
+    """--clip-grad 0.01 with SGD at lr 1: no step moves the weights further than 0.01."""
+    model = _tiny_linear()
+    before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+    _epoch(model, [(torch.randn(4, 3, 4, 4) * 100, torch.tensor([0, 1, 2, 0]))], lr=1.0, clip_grad=0.01)
+    after = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert 0 < (after - before).norm() <= 0.01 + 1e-6
+
+
+def test_ema_is_updated_once_per_optimizer_step_and_mixed_batches_still_count_accuracy_on_labels():
+    """With --ema, --accum-steps 2 and --mixup: 3 batches make 2 optimizer steps, 2 EMA updates, and
+    accuracy is measured against the original labels."""
+    model = _tiny_linear()
+    ema = finetune.make_ema(model, decay=0.9)
+    batches = [(torch.randn(4, 3, 4, 4), torch.tensor([0, 1, 2, 0])) for _ in range(3)]
+    stats = _epoch(model, batches, accum_steps=2, ema=ema, mix=finetune.batch_mixer(0.4, 0.0, 3))
+    assert int(ema.n_averaged) == 2 and stats.images == 12 and 0.0 <= stats.acc <= 1.0
