@@ -86,3 +86,19 @@ def test_missing_pretrained_weights_name_the_file_and_the_flag(tmp_path, monkeyp
 def _refuse_network(*args, **kwargs):
     """Stand in for a machine without internet (the download itself is not what is tested)."""
     raise OSError("network is unreachable")
+
+
+def test_default_pretrained_falls_back_to_scratch_with_a_note_when_offline(tmp_path, monkeypatch):
+    """The project's pretrained default, offline and uncached: one note naming the file, then from scratch;
+    an explicit --pretrained still stops with WeightsError; a cached file is used."""
+    from {{ cookiecutter.package_name }}.model import resolve_pretrained
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    monkeypatch.setattr("urllib.request.urlopen", _refuse_network)
+    pretrained, note = resolve_pretrained(BACKBONE, requested=True, explicit=False)
+    assert not pretrained and os.path.basename(weights_file(BACKBONE)) in note and "\n" not in note
+    with pytest.raises(WeightsError):
+        resolve_pretrained(BACKBONE, requested=True, explicit=True)
+    assert resolve_pretrained(BACKBONE, requested=False, explicit=True) == (False, None)
+    _write_fake_weights()
+    assert resolve_pretrained(BACKBONE, requested=True, explicit=False) == (True, None)

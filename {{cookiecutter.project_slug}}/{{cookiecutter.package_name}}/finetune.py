@@ -7,6 +7,7 @@ Everything here is either derived from (config, epoch), so a resumed run recompu
 
 from __future__ import annotations
 
+import argparse
 import math
 
 import torch
@@ -15,6 +16,73 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torchvision.transforms import v2
 
 from .devices import module_device
+
+
+def add_arguments(parser: argparse.ArgumentParser, defaults) -> None:
+    """The fine-tuning flags of train.py, defaults from TrainConfig (`defaults`)."""
+    group = parser.add_argument_group("fine-tuning")
+    group.add_argument("--val-split", type=float, default=defaults.val_split,
+                       help="--data of class folders without train/ and val/: the fraction of each class that "
+                            "validates (stratified, seeded by --seed; default: %(default)s)")
+    group.add_argument("--freeze-backbone", action="store_true", default=defaults.freeze_backbone,
+                       help="train the head only; the backbone's weights and BatchNorm statistics stay as loaded")
+    group.add_argument("--unfreeze-at", type=int, default=defaults.unfreeze_at, metavar="EPOCH",
+                       help="with --freeze-backbone: train the whole model from this epoch on")
+    group.add_argument("--backbone-lr-scale", type=float, default=defaults.backbone_lr_scale, metavar="F",
+                       help="the backbone learns at lr * F, the head at lr (default: %(default)s)")
+    group.add_argument("--warmup-epochs", type=int, default=defaults.warmup_epochs, metavar="N",
+                       help="linear learning-rate warmup before the cosine schedule (default: %(default)s)")
+    group.add_argument("--ema", type=float, default=defaults.ema, metavar="DECAY",
+                       help="keep an exponential moving average of the weights (e.g. 0.999), validated each epoch")
+    group.add_argument("--accum-steps", type=int, default=defaults.accum_steps, metavar="N",
+                       help="add up the gradients of N batches per optimizer step (default: %(default)s)")
+    group.add_argument("--clip-grad", type=float, default=defaults.clip_grad, metavar="NORM",
+                       help="clip the gradients' total norm")
+    group.add_argument("--patience", type=int, default=defaults.patience, metavar="N",
+                       help="stop when val_acc has not improved for N epochs")
+    group.add_argument("--mixup", type=float, default=defaults.mixup, metavar="ALPHA", help="MixUp alpha (0: off)")
+    group.add_argument("--cutmix", type=float, default=defaults.cutmix, metavar="ALPHA", help="CutMix alpha (0: off)")
+    group.add_argument("--init-from", default=defaults.init_from, metavar="CKPT",
+                       help="start from this checkpoint's weights (a fresh head if its classes differ)")
+
+
+def check_config(cfg) -> list[str]:
+    """What is wrong with the fine-tuning values of a TrainConfig, one message per problem."""
+    problems = []
+    if not 0.0 < cfg.val_split < 1.0:
+        problems.append(f"--val-split must be between 0 and 1, got {cfg.val_split}")
+    if cfg.unfreeze_at is not None and (not cfg.freeze_backbone or cfg.unfreeze_at < 2):
+        problems.append("--unfreeze-at needs --freeze-backbone and an epoch of at least 2")
+    if cfg.ema is not None and not 0.0 < cfg.ema < 1.0:
+        problems.append(f"--ema is a decay between 0 and 1 (e.g. 0.999), got {cfg.ema}")
+    for flag, value in (("--accum-steps", cfg.accum_steps), ("--patience", cfg.patience)):
+        if value is not None and value < 1:
+            problems.append(f"{flag} must be at least 1, got {value}")
+    for flag, value in (("--backbone-lr-scale", cfg.backbone_lr_scale), ("--warmup-epochs", cfg.warmup_epochs),
+                        ("--mixup", cfg.mixup), ("--cutmix", cfg.cutmix), ("--clip-grad", cfg.clip_grad or 0.0)):
+        if value < 0:
+            problems.append(f"{flag} must not be negative, got {value}")
+    return problems
+
+
+def make_optimizer(model: nn.Module, cfg) -> torch.optim.AdamW:
+    """AdamW over the backbone and head groups (--backbone-lr-scale)."""
+    return torch.optim.AdamW(parameter_groups(model, cfg.lr, cfg.backbone_lr_scale), lr=cfg.lr,
+                             weight_decay=cfg.weight_decay)
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg, batches_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Warmup for --warmup-epochs, then cosine over the remaining optimizer steps (--accum-steps counted)."""
+    steps_per_epoch = math.ceil(batches_per_epoch / cfg.accum_steps)
+    return warmup_cosine(optimizer, warmup_steps=cfg.warmup_epochs * steps_per_epoch,
+                         total_steps=cfg.epochs * steps_per_epoch)
+
+
+def epochs_without_improvement(val_accs: list[float]) -> int:
+    """How many epochs have passed since the best validation accuracy (0: the last one was the best)."""
+    if not val_accs:
+        return 0
+    return len(val_accs) - 1 - max(range(len(val_accs)), key=lambda i: (val_accs[i], -i))
 
 
 def backbone_frozen(epoch: int, freeze_backbone: bool, unfreeze_at: int | None) -> bool:

@@ -42,6 +42,25 @@ def pretrained_state_dict(backbone_name: str) -> dict[str, torch.Tensor]:
         ) from None
 
 
+def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> tuple[bool, str | None]:
+    """Whether to start from ImageNet weights, and a note when the default had to fall back.
+
+    An explicit --pretrained must succeed (WeightsError names the file to place); the project's
+    default falls back to training from scratch where the weights cannot be had (offline, not cached).
+    """
+    if not requested:
+        return False, None
+    try:
+        pretrained_state_dict(backbone_name)  # downloads into the hub cache once, or finds it there
+    except WeightsError:
+        if explicit:
+            raise
+        name = os.path.basename(weights_file(backbone_name))
+        return False, (f"note: pretrained {backbone_name} weights are not cached ({name}) and cannot be "
+                       "downloaded; training from scratch (pass --pretrained to insist)")
+    return True, None
+
+
 class Classifier(DeviceAwareMixin, nn.Module):
     """A feature extractor followed by a linear head of `num_classes` logits."""
 
