@@ -36,3 +36,16 @@ def tiny_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("data") / "demo"
     write_demo_dataset(root, train_per_class=6, val_per_class=3, image_size=32, seed=0)
     return root
+
+
+@pytest.fixture(autouse=True)
+def offline_weights(tmp_path_factory, monkeypatch):
+    """Tests run as on a machine without internet: an empty hub cache (TORCH_HOME) and no downloads, so
+    the project's pretrained default falls back to training from scratch, as it does offline."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path_factory.mktemp("torch-home")))
+    monkeypatch.setattr("urllib.request.urlopen", _no_network)
+
+
+def _no_network(*args, **kwargs):
+    """Stand in for a machine without internet (downloading is not what any test checks)."""
+    raise OSError("network is unreachable (tests run offline)")

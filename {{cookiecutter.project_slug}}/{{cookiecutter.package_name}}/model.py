@@ -7,7 +7,10 @@ model never calls `.to()` on itself.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import sys
 import urllib.parse
 
 import torch
@@ -50,15 +53,20 @@ def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> t
     """
     if not requested:
         return False, None
+    name = os.path.basename(weights_file(backbone_name))
+    cached = os.path.exists(weights_file(backbone_name))
     try:
-        pretrained_state_dict(backbone_name)  # downloads into the hub cache once, or finds it there
+        # Unasked-for, a failed attempt is one note, not torch hub's "Downloading ..." line before it.
+        with contextlib.redirect_stderr(sys.stderr if explicit else io.StringIO()):
+            pretrained_state_dict(backbone_name)  # downloads into the hub cache once, or finds it there
     except WeightsError:
         if explicit:
             raise
-        name = os.path.basename(weights_file(backbone_name))
         return False, (f"note: pretrained {backbone_name} weights are not cached ({name}) and cannot be "
                        "downloaded; training from scratch (pass --pretrained to insist)")
-    return True, None
+    if cached or explicit:
+        return True, None
+    return True, f"note: downloaded {name} into {os.path.dirname(weights_file(backbone_name))}"
 
 
 class Classifier(DeviceAwareMixin, nn.Module):
