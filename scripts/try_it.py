@@ -25,7 +25,8 @@ TEMPLATE = Path(__file__).resolve().parents[1]
 def get_args_parser() -> argparse.ArgumentParser:
     """The command-line options of this script."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scratch", type=Path, default=TEMPLATE / ".scratch", help="parent folder for the fresh project folder")
+    parser.add_argument("--scratch", type=Path, default=TEMPLATE / ".scratch",
+                        help="parent folder for the fresh project folder")
     parser.add_argument("--epochs", type=int, default=3, help="epochs to train on the demo data")
     parser.add_argument("--device", default=None, help="passed on to train.py --device (default: the project's)")
     return parser

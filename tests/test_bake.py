@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from helpers import CHOICES, DEFAULT_PACKAGE, EVERY_VALUE, choice_id, text_files
 
 # The generated project's layout from the design brief; {pkg} is the package folder.

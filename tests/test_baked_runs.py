@@ -12,7 +12,6 @@ import json
 import sys
 
 import pytest
-
 from helpers import NON_DEFAULT, TEMPLATE, choice_id, describe, python_digest, run
 
 pytestmark = pytest.mark.slow

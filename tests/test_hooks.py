@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from cookiecutter.environment import StrictEnvironment
-
 from helpers import CONTEXT, DEFAULT_PACKAGE, TEMPLATE, cookiecutter_cli, describe, run
 
 BAD_PACKAGE_NAMES = [

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import CONTEXT, TEMPLATE
 
 README = (TEMPLATE / "README.md").read_text(encoding="utf-8")
@@ -84,7 +83,8 @@ def test_try_it_bakes_defaults_and_runs_train_with_this_interpreter(tmp_path, mo
         return train_exit
 
     monkeypatch.setattr(try_it.subprocess, "call", fake_call)
-    monkeypatch.setattr(try_it, "cookiecutter", functools.partial(try_it.cookiecutter, config_file=None, default_config=True))
+    isolated = functools.partial(try_it.cookiecutter, config_file=None, default_config=True)
+    monkeypatch.setattr(try_it, "cookiecutter", isolated)
     code = try_it.main(["--scratch", str(tmp_path), "--epochs", "2"])
     assert code == train_exit
     ((command, cwd),) = calls

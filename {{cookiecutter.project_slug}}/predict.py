@@ -14,18 +14,16 @@ import argparse
 import glob
 import json
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from {{ cookiecutter.package_name }} import config
-from {{ cookiecutter.package_name }}.checkpoint import load_checkpoint
-from {{ cookiecutter.package_name }}.cli import run_cli
+from {{ cookiecutter.package_name }} import cli, config, run_checkpoint
 from {{ cookiecutter.package_name }}.data import DataError, build_transforms, load_rgb
-from {{ cookiecutter.package_name }}.model import model_from_checkpoint
+from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.precision import half_copy
 
 
@@ -35,7 +33,9 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders or glob patterns")
     p.add_argument("--device", default=None, help=f"default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE}")
-    p.add_argument("--half", action="store_true", help="run a float16 copy of the model, inputs cast to match (probabilities agree with fp32 to within 0.05)")
+    p.add_argument("--half", action="store_true",
+                   help="run a float16 copy of the model, inputs cast to match "
+                        "(probabilities agree with fp32 to within 0.05)")
     p.add_argument("--topk", type=int, default=1, metavar="K", help="show the K most likely labels per image")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
@@ -125,10 +125,10 @@ def format_row(path: str, labels: list[str], probs: list[float], width: int, lab
 def predict(args: argparse.Namespace) -> int:
     """Load the model once, classify every readable input in batches, print a row each."""
     if args.topk < 1 or args.batch_size < 1 or args.workers < 0:
-        raise DataError("--topk and --batch-size must be at least 1, --workers at least 0")
+        raise ConfigError("--topk and --batch-size must be at least 1, --workers at least 0")
     device = config.configure_device(args.device)
-    state = load_checkpoint(args.checkpoint, map_location="cpu")
-    model = model_from_checkpoint(state, device, args.checkpoint).eval()
+    state = run_checkpoint.read(args.checkpoint)
+    model = run_checkpoint.model_from_state(state, device, args.checkpoint).eval()
     if args.half:
         model = half_copy(model)
     class_names = state["class_names"]
@@ -148,7 +148,8 @@ def predict(args: argparse.Namespace) -> int:
         labels, rows = [class_names[c] for c in classes], rows + 1
         if args.json:
             results.append({"path": str(paths[index]), "label": labels[0], "probability": round(probs[0], 6),
-                            "topk": [{"label": l, "probability": round(p, 6)} for l, p in zip(labels, probs)]})
+                            "topk": [{"label": label, "probability": round(p, 6)}
+                                     for label, p in zip(labels, probs)]})
         else:
             print(format_row(str(paths[index]), labels, probs, width, label_width), flush=True)
     if args.json:
@@ -161,7 +162,7 @@ def predict(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Parse flags and predict; returns the exit code."""
     args = get_args_parser().parse_args(argv)
-    return run_cli(lambda: predict(args), verbose=args.verbose)
+    return cli.run_cli(lambda: predict(args), verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, uninstalled
 
 import torch  # noqa: E402
-from loop_overhead import Bench, get_args_parser as loop_args_parser  # noqa: E402
+from loop_overhead import Bench  # noqa: E402
+from loop_overhead import get_args_parser as loop_args_parser
 
 from {{ cookiecutter.package_name }} import config  # noqa: E402
 from {{ cookiecutter.package_name }}.cache import cache_splits  # noqa: E402
@@ -52,7 +53,7 @@ def loader_rates(dataset, args: argparse.Namespace, device: torch.device, worker
     rates = []
     for _ in range(args.epochs):
         seen, start = 0, time.perf_counter()
-        for step, (images, targets) in enumerate(loader):  # images (B, 3, H, W)
+        for step, (_images, targets) in enumerate(loader):  # images (B, 3, H, W)
             seen += len(targets)
             if step + 1 == args.max_batches:
                 break
@@ -78,12 +79,14 @@ def benchmark(args: argparse.Namespace) -> int:
     for _ in range(args.warmup):
         bench.hand_written()
     model_rate = statistics.median(bench.hand_written() for _ in range(args.repeats))
-    print(f"{'dataset':>8}  {'workers':>7}  {'first epoch':>11}  {'steady':>8}  {'steady/model':>12}   (images/s, loader alone)")
+    print(f"{'dataset':>8}  {'workers':>7}  {'first epoch':>11}  {'steady':>8}  {'steady/model':>12}   "
+          "(images/s, loader alone)")
     for name, dataset in datasets.items():
         for workers in (int(w) for w in args.workers.split(",")):
             rates = loader_rates(dataset, args, device, workers)
             steady = statistics.median(rates[1:] or rates)
-            print(f"{name:>8}  {workers:>7}  {rates[0]:>11.1f}  {steady:>8.1f}  {steady / model_rate:>11.1f}x", flush=True)
+            print(f"{name:>8}  {workers:>7}  {rates[0]:>11.1f}  {steady:>8.1f}  {steady / model_rate:>11.1f}x",
+                  flush=True)
     print(f"model consumption ({args.backbone}, {args.precision}, train step on {device}): {model_rate:.1f} images/s")
     return 0
 

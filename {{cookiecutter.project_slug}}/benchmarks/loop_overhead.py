@@ -19,8 +19,8 @@ import copy
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, uninstalled
 
@@ -160,7 +160,8 @@ def benchmark(args: argparse.Namespace) -> int:
     device = config.configure_device(args.device)
     bench = Bench(args, device)
     print(f"device: {describe_device(device)}  threads: {torch.get_num_threads()}  backbone: {args.backbone}  "
-          f"precision: {args.precision}  {args.batches} batches of {args.batch_size} at {args.image_size} px", flush=True)
+          f"precision: {args.precision}  {args.batches} batches of {args.batch_size} at {args.image_size} px",
+          flush=True)
     print(report(run_interleaved(bench, args.repeats, args.warmup)))
     return 0
 

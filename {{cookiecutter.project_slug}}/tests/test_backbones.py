@@ -7,7 +7,12 @@ from torchvision import models
 
 import train
 from {{ cookiecutter.package_name }}.backbones import (
-    BackboneError, backbone_names, build_backbone, check_backbone, check_image_size, default_image_size,
+    BackboneError,
+    backbone_names,
+    build_backbone,
+    check_backbone,
+    check_image_size,
+    default_image_size,
     fit_image_size,
 )
 from {{ cookiecutter.package_name }}.model import build_model

@@ -13,7 +13,8 @@ from {{ cookiecutter.package_name }}.data import DataError, build_loader, class_
 def splits(tiny_data):
     """The tiny data's splits at 24 px, from files and from the cache."""
     train_set, val_set = load_splits(tiny_data, image_size=24)
-    return (train_set, val_set), cache_splits(train_set, val_set, image_size=24, budget_mb=TrainConfig().cache_budget_mb)
+    budget_mb = TrainConfig().cache_budget_mb
+    return (train_set, val_set), cache_splits(train_set, val_set, image_size=24, budget_mb=budget_mb)
 
 
 def test_cache_holds_every_image_once_as_resized_uint8(splits):

@@ -1,17 +1,25 @@
 """Checkpoints are plain CPU data, free of wrapper prefixes, atomic, and safely loaded."""
 
+import os
 import pickle
+import stat
 import struct
 import zipfile
 
 import pytest
 import torch
+from conftest import DEVICES
 from torch import nn
 
-from conftest import DEVICES
-
 from {{ cookiecutter.package_name }}.checkpoint import (
-    CheckpointError, load_checkpoint, load_model_state, model_state, remove_partial_writes, save_checkpoint, to_cpu,
+    CheckpointError,
+    atomic_write,
+    load_checkpoint,
+    load_model_state,
+    model_state,
+    remove_partial_writes,
+    save_checkpoint,
+    to_cpu,
 )
 
 
@@ -96,7 +104,7 @@ def test_missing_file_is_a_checkpoint_error(tmp_path):
 def test_a_failed_write_leaves_the_previous_file_whole(tmp_path):
     """If saving fails half way, the old checkpoint is untouched and no temp file remains."""
     save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 1})
-    with pytest.raises(Exception):
+    with pytest.raises((AttributeError, pickle.PicklingError, TypeError)):  # a lambda cannot be pickled
         save_checkpoint(tmp_path / "last.pt", {"model": {}, "bad": lambda: None})
     assert load_checkpoint(tmp_path / "last.pt")["epoch"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
@@ -243,3 +251,27 @@ def test_a_write_that_fails_before_the_rename_leaves_the_old_file_and_no_temp(tm
         save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 2}, before_replace=fail)
     assert load_checkpoint(tmp_path / "last.pt")["epoch"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_files_get_the_permissions_a_plain_open_would_give(tmp_path, umask, mode):
+    """Checkpoints and text files follow the umask like open() does, not mkstemp's private 0600."""
+    previous = os.umask(umask)
+    try:
+        save_checkpoint(tmp_path / "last.pt", {"epoch": 1})
+        atomic_write(tmp_path / "metrics.csv", "epoch\n1\n")
+        with open(tmp_path / "plain.txt", "w") as handle:
+            handle.write("x")
+    finally:
+        os.umask(previous)
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in tmp_path.iterdir()}
+    assert modes == {"last.pt": mode, "metrics.csv": mode, "plain.txt": mode}
+
+
+def test_atomic_write_takes_text_and_bytes_and_replaces_the_file_whole(tmp_path):
+    """Text is written as UTF-8 without newline translation; bytes as they are; no temp file stays."""
+    atomic_write(tmp_path / "a.txt", "naïve\r\n")
+    assert (tmp_path / "a.txt").read_bytes() == "naïve\r\n".encode()
+    atomic_write(tmp_path / "a.txt", b"\x00\x01")
+    assert (tmp_path / "a.txt").read_bytes() == b"\x00\x01"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]

@@ -81,7 +81,8 @@ def test_a_checkpoint_for_another_class_count_names_the_mismatched_keys(tmp_path
     assert "head.weight" in line and "(4, " in line and "(5, " in line
 
 
-def test_resuming_from_a_payload_checkpoint_is_refused_before_anything_is_written(evil_checkpoint, tiny_data, tmp_path, capsys):
+def test_resuming_from_a_payload_checkpoint_is_refused_before_anything_is_written(evil_checkpoint, tiny_data,
+                                                                                   tmp_path, capsys):
     """train.py --resume with an unsafe file: exit 2, one line, no run directory, no marker."""
     path, marker = evil_checkpoint
     out = tmp_path / "run"

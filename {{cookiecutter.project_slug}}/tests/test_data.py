@@ -5,7 +5,12 @@ import torch
 from PIL import Image
 
 from {{ cookiecutter.package_name }}.data import (
-    DEMO_CLASSES, DataError, build_loader, class_counts, load_splits, write_demo_dataset,
+    DEMO_CLASSES,
+    DataError,
+    build_loader,
+    class_counts,
+    load_splits,
+    write_demo_dataset,
 )
 
 

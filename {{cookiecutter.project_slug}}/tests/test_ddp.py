@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import train
-from {{ cookiecutter.package_name }}.model import model_from_checkpoint
 from {{ cookiecutter.package_name }}.parallel import weights_digest
+from {{ cookiecutter.package_name }}.run_checkpoint import model_from_state
 
 PROJECT = Path(__file__).resolve().parent.parent
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -55,7 +55,7 @@ def test_both_ranks_end_with_the_weights_that_were_saved(ddp_run):
     match = re.search(r"ddp: weights identical on every rank \(sha256 ([0-9a-f]{12})\)", result.stdout)
     assert match, result.stdout
     state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
-    saved = model_from_checkpoint(state, torch.device("cpu"))
+    saved = model_from_state(state, torch.device("cpu"))
     assert weights_digest(saved)[:12] == match.group(1)
 
 

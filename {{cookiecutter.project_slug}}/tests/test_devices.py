@@ -15,8 +15,19 @@ import torch
 from torch import nn
 
 from {{ cookiecutter.package_name }}.devices import (
-    DeviceAwareMixin, DeviceError, DeviceGuard, available_devices, describe_device, device_report, main,
-    module_device, move_to, on_device, resolve_device, same_device, use_device,
+    DeviceAwareMixin,
+    DeviceError,
+    DeviceGuard,
+    available_devices,
+    describe_device,
+    device_report,
+    main,
+    module_device,
+    move_to,
+    on_device,
+    resolve_device,
+    same_device,
+    use_device,
 )
 
 CPU, META = torch.device("cpu"), torch.device("meta")
@@ -197,7 +208,7 @@ def test_nested_mixin_modules_each_report_their_own_device():
     net.blocks[1].to(META)
     assert (net.blocks[0].device, net.blocks[1].device) == (CPU, META)
     with pytest.raises(DeviceError, match=r"meta: blocks\.1\.linear\.weight"):
-        net.device
+        _ = net.device
 
 
 def test_mixin_dtype_without_floating_tensors_is_the_default_dtype():

@@ -1,21 +1,25 @@
-"""evaluate.py and metrics.py: accuracy, per-class precision/recall, and the confusion-matrix PNG."""
+"""evaluate.py and metrics.py: the one evaluation loop, per-class precision/recall, and the confusion-matrix PNG."""
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import DEVICES
 from PIL import Image
 
 import evaluate
-from conftest import DEVICES
+import train
+from {{ cookiecutter.package_name }} import run_checkpoint
 from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, build_loader, image_folder
+from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, build_loader, image_folder, write_demo_dataset
 from {{ cookiecutter.package_name }}.engine import evaluate as engine_evaluate
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.metrics import class_report, new_confusion, update_confusion
 from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.outputs import read_metrics
 from {{ cookiecutter.package_name }}.precision import make_policy
 
 CLASSES = sorted(DEMO_CLASSES)
@@ -47,17 +51,66 @@ def test_evaluate_prints_accuracy_and_a_row_per_class_and_writes_the_png(checkpo
         assert np.asarray(image.convert("RGB")).std() > 10
 
 
-def test_accuracy_agrees_with_the_training_engine(checkpoint, tiny_data):
-    """The confusion matrix's accuracy equals engine.evaluate's on the same model and data."""
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    model = evaluate.model_from_checkpoint(state, CPU)
-    loader = build_loader(image_folder(tiny_data, "val", 32, train=False), 4, CPU, train=False)
-    matrix, loss = evaluate.confusion_and_loss(model, loader, CPU, len(CLASSES))
-    stats = engine_evaluate(model, WeightedCrossEntropy(torch.ones(4)), loader, CPU,
+@pytest.fixture(scope="module")
+def imbalanced_run(tmp_path_factory):
+    """A real two-epoch run on imbalanced data (6:3:2:1 train images per class) with label smoothing,
+    bf16 autocast and channels_last, so class weights, smoothing and autocast all shape val_loss."""
+    root = tmp_path_factory.mktemp("imbalanced") / "data"
+    write_demo_dataset(root, train_per_class=7, val_per_class=5, image_size=32, seed=3)
+    for split, keep in (("train", (6, 3, 2, 1)), ("val", (5, 3, 2, 1))):
+        for name, count in zip(sorted(DEMO_CLASSES), keep):
+            for extra in sorted((root / split / name).iterdir())[count:]:
+                extra.unlink()
+    out = tmp_path_factory.mktemp("run")
+    code = train.main(["--data", str(root), "--device", "cpu", "--epochs", "2", "--batch-size", "4",
+                       "--image-size", "32", "--label-smoothing", "0.2", "--precision", "bf16", "--channels-last",
+                       "--parallel", "none", "--out", str(out)])
+    assert code == 0
+    return root, out
+
+
+def printed_numbers(line: str) -> tuple[float, float]:
+    """(accuracy, loss) from evaluate.py's first line."""
+    match = re.match(r"val: accuracy ([0-9.]+)  loss ([0-9.]+) ", line)
+    assert match, line
+    return float(match.group(1)), float(match.group(2))
+
+
+@pytest.mark.slow
+def test_evaluate_on_best_pt_prints_the_val_numbers_metrics_csv_recorded_for_its_epoch(imbalanced_run, capsys):
+    """Class weights, label smoothing, bf16 autocast and channels_last: evaluate.py equals training's validation."""
+    root, out = imbalanced_run
+    epoch = torch.load(out / "best.pt", map_location="cpu", weights_only=True)["epoch"]
+    row = next(row for row in read_metrics(out / "metrics.csv") if row["epoch"] == epoch)
+    capsys.readouterr()
+    assert evaluate.main([str(out / "best.pt"), "--data", str(root), "--device", "cpu"]) == 0
+    accuracy, loss = printed_numbers(capsys.readouterr().out.splitlines()[0])
+    assert (accuracy, loss) == (row["val_acc"], row["val_loss"])
+
+
+@pytest.mark.slow
+def test_plain_cross_entropy_would_not_match_the_recorded_val_loss(imbalanced_run):
+    """The equality above means something: an unweighted, unsmoothed loss gives another number on this data."""
+    root, out = imbalanced_run
+    state = run_checkpoint.read(out / "best.pt")
+    row = next(row for row in read_metrics(out / "metrics.csv") if row["epoch"] == state["epoch"])
+    model = run_checkpoint.model_from_state(state, CPU)
+    loader = build_loader(image_folder(root, "val", 32, train=False), 4, CPU, train=False)
+    plain = engine_evaluate(model, WeightedCrossEntropy(torch.ones(4)), loader, CPU,
                             policy=make_policy("fp32", CPU), progress=False)
+    assert abs(plain.loss - row["val_loss"]) > 1e-3
+
+
+def test_the_confusion_matrix_is_filled_by_the_evaluation_loop_itself(checkpoint, tiny_data):
+    """engine.evaluate counts every image into the matrix it is given; its accuracy is the loop's accuracy."""
+    state = run_checkpoint.read(checkpoint)
+    model = run_checkpoint.model_from_state(state, CPU)
+    loader = build_loader(image_folder(tiny_data, "val", 32, train=False), 4, CPU, train=False)
+    matrix = new_confusion(4, CPU)
+    stats = engine_evaluate(model, WeightedCrossEntropy(torch.ones(4)), loader, CPU,
+                            policy=make_policy("fp32", CPU), progress=False, confusion=matrix)
     assert matrix.sum() == 12 and matrix.shape == (4, 4)
     assert class_report(matrix).accuracy == pytest.approx(stats.acc)
-    assert loss == pytest.approx(stats.loss, rel=1e-4)
 
 
 def test_out_flag_and_split_choose_where_and_what(checkpoint, tiny_data, tmp_path, capsys):
@@ -94,7 +147,8 @@ def test_classes_that_differ_from_the_checkpoint_exit_2(checkpoint, tmp_path, ca
     for name in ("apple", "pear"):
         (tmp_path / "val" / name).mkdir(parents=True)
         Image.new("RGB", (32, 32)).save(tmp_path / "val" / name / "0.png")
-    code = evaluate.main([str(checkpoint), "--data", str(tmp_path), "--device", "cpu", "--out", str(tmp_path / "cm.png")])
+    code = evaluate.main([str(checkpoint), "--data", str(tmp_path), "--device", "cpu",
+                          "--out", str(tmp_path / "cm.png")])
     err = capsys.readouterr().err.splitlines()
     assert code == 2 and len(err) == 1 and "apple" in err[0]
     assert not (tmp_path / "cm.png").exists()

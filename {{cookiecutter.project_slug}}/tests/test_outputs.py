@@ -8,7 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from {{ cookiecutter.package_name }}.outputs import METRICS_COLUMNS, plot_curves, read_metrics, run_environment, write_json, write_metrics
+from {{ cookiecutter.package_name }}.outputs import METRICS_COLUMNS, read_metrics, run_environment, write_json, write_metrics
 from {{ cookiecutter.package_name }}.plots import confusion_figure, curves_figure, save_figure
 
 TAB_BLUE, TAB_ORANGE = (31, 119, 180), (255, 127, 14)  # matplotlib's first two line colours
@@ -37,7 +37,7 @@ def test_curves_figure_draws_train_and_val_for_loss_and_accuracy():
     figure = curves_figure(rows_for(3))
     loss_ax, acc_ax = figure.axes
     assert [loss_ax.get_title(), acc_ax.get_title()] == ["loss", "accuracy"]
-    for axis, metric in ((loss_ax, "loss"), (acc_ax, "acc")):
+    for axis in (loss_ax, acc_ax):
         lines = axis.get_lines()
         assert [line.get_label() for line in lines] == ["train", "val"]
         assert all(list(line.get_xdata()) == [1, 2, 3] for line in lines)
@@ -45,8 +45,8 @@ def test_curves_figure_draws_train_and_val_for_loss_and_accuracy():
 
 
 def test_curves_png_is_a_real_picture_with_both_lines(tmp_path):
-    """plot_curves writes a PNG that is not blank and shows the train (blue) and val (orange) colours."""
-    plot_curves(tmp_path / "curves.png", rows_for(4))
+    """The saved curves are a PNG that is not blank and shows the train (blue) and val (orange) colours."""
+    save_figure(curves_figure(rows_for(4)), tmp_path / "curves.png")
     image = pixels(tmp_path / "curves.png")
     assert image.shape == (350, 900, 3)
     assert image.std() > 10

@@ -1,6 +1,7 @@
 """Precision: autocast dtypes, a float32 loss, the GradScaler only where it belongs, half inference, NHWC."""
 
 import json
+
 import pytest
 import torch
 
@@ -53,7 +54,8 @@ def test_logits_take_the_autocast_dtype_and_the_loss_stays_float32(name, tiny_da
 
 
 SCALER_CASES = [("cpu", name, False) for name in AUTOCAST_DTYPES] + [
-    pytest.param("cuda:0", name, name == "fp16", marks=[pytest.mark.cuda, pytest.mark.skipif(not CUDA, reason="needs CUDA")])
+    pytest.param("cuda:0", name, name == "fp16",
+                 marks=[pytest.mark.cuda, pytest.mark.skipif(not CUDA, reason="needs CUDA")])
     for name in ("fp32", "fp16")
 ]
 
@@ -80,25 +82,27 @@ def test_each_half_precision_takes_a_finite_training_step_on_cpu(name, tiny_data
 
 
 def test_a_default_precision_that_cannot_run_falls_back_to_fp32_with_one_note(capsys):
-    """A project generated with bf16, run where bf16 cannot run, trains in fp32 and says so once."""
-    assert resolve_precision(None, "bf16", META) == "fp32"
-    note = capsys.readouterr().out.strip().splitlines()
-    assert len(note) == 1 and note[0].startswith("precision: bf16") and note[0].endswith("running in fp32")
+    """A project generated with bf16, run where bf16 cannot run, trains in fp32 with a note for the CLI to print."""
+    name, note = resolve_precision(None, "bf16", META)
+    assert name == "fp32"
+    assert note.startswith("precision: bf16") and note.endswith("running in fp32") and "\n" not in note
+    assert capsys.readouterr().out == ""  # library code reports; the CLI prints
 
 
 def test_an_explicit_precision_that_cannot_run_is_refused():
     """--precision bf16 where it cannot run is a PrecisionError (exit 2), never a silent fp32 run."""
     with pytest.raises(PrecisionError, match="bf16"):
         resolve_precision("bf16", "fp32", META)
-    assert resolve_precision("bf16", "fp32", CPU) == "bf16"  # CPUs autocast to bf16
-    assert resolve_precision(None, "fp16", CPU) == "fp16"
+    assert resolve_precision("bf16", "fp32", CPU) == ("bf16", None)  # CPUs autocast to bf16
+    assert resolve_precision(None, "fp16", CPU) == ("fp16", None)
 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA or torch.cuda.is_bf16_supported(), reason="needs a CUDA GPU without bf16")
 def test_bf16_on_a_gpu_without_it_is_exit_2(tiny_data, tmp_path, capsys):
     """On a pre-Ampere GPU, an explicit --precision bf16 stops with one line and writes nothing."""
-    code = train.main(["--data", str(tiny_data), "--device", "cuda", "--precision", "bf16", "--out", str(tmp_path / "r")])
+    code = train.main(["--data", str(tiny_data), "--device", "cuda", "--precision", "bf16",
+                       "--out", str(tmp_path / "r")])
     assert code == 2 and "bf16" in capsys.readouterr().err and not (tmp_path / "r").exists()
 
 

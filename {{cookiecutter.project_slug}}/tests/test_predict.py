@@ -5,15 +5,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import DEVICES
 from PIL import Image
 
 import predict
-from conftest import DEVICES
 from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, build_transforms
-from {{ cookiecutter.package_name }}.model import build_model, model_from_checkpoint
+from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.precision import half_copy
+from {{ cookiecutter.package_name }}.run_checkpoint import model_from_state
 
 CLASSES = sorted(DEMO_CLASSES)
 
@@ -115,7 +116,7 @@ def test_cpu_images_are_moved_and_cast_to_the_model(device, checkpoint, tmp_path
     """The loader yields CPU float32 batches; top_predictions hands the model its own device and dtype."""
     device = torch.device(device)
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    model = half_copy(model_from_checkpoint(state, device).eval())
+    model = half_copy(model_from_state(state, device).eval())
     seen = []
     model.register_forward_pre_hook(lambda module, args: seen.append((args[0].device, args[0].dtype)))
     dataset = predict.ImagePaths(write_images(tmp_path, 3), build_transforms(32, train=False))

@@ -10,7 +10,12 @@ from torch.utils.data import DistributedSampler
 
 from {{ cookiecutter.package_name }}.data import build_loader, load_splits
 from {{ cookiecutter.package_name }}.reproducibility import (
-    EpochSampler, SeededSamples, derive_seed, rng_state, seed_epoch, set_rng_state,
+    EpochSampler,
+    SeededSamples,
+    derive_seed,
+    rng_state,
+    seed_epoch,
+    set_rng_state,
 )
 
 CPU = torch.device("cpu")

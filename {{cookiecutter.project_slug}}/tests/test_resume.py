@@ -65,7 +65,8 @@ def _wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = 
     """Wait until `text` appears in the process's stderr."""
     deadline = time.monotonic() + timeout
     while text not in log.read_text(errors="replace"):
-        assert process.poll() is None, f"train.py exited {process.returncode} before {text!r}:\n{log.read_text()[-2000:]}"
+        assert process.poll() is None, (f"train.py exited {process.returncode} before {text!r}:\n"
+                                        f"{log.read_text()[-2000:]}")
         assert time.monotonic() < deadline, f"no {text!r} within {timeout} s"
         time.sleep(0.05)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -23,8 +23,10 @@ from torchvision import models
 from torchvision.models import vision_transformer
 from torchvision.models._api import WeightsEnum
 
+from .errors import UserError
 
-class BackboneError(ValueError):
+
+class BackboneError(UserError):
     """The backbone name is not a torchvision classification model, or cannot take the asked input size."""
 
 
@@ -142,7 +144,7 @@ def drop_auxiliary_heads(backbone: nn.Module) -> None:
 
 
 def strip_classifier(backbone: nn.Module, num_outputs: int = 1000) -> int:
-    """Replace the backbone's classifier (its last layer with `num_outputs` outputs) with Identity; return its input width."""
+    """Replace the backbone's classifier (its last layer with `num_outputs` outputs) by Identity; return its width."""
     def is_classifier(module: nn.Module) -> bool:
         return ((isinstance(module, nn.Linear) and module.out_features == num_outputs)
                 or (isinstance(module, nn.Conv2d) and module.out_channels == num_outputs))

@@ -73,5 +73,6 @@ def cache_splits(train_set: datasets.ImageFolder, val_set: datasets.ImageFolder,
     """Both splits decoded once into memory, after checking that they fit in `budget_mb`."""
     check_budget(len(train_set) + len(val_set), image_size, budget_mb)
     # build_transforms on an S-px uint8 tensor: Resize/CenterCrop to S are no-ops, crops and flips still run.
-    return (CachedImages(decode_all(train_set, image_size, workers), train_set, build_transforms(image_size, train=True)),
-            CachedImages(decode_all(val_set, image_size, workers), val_set, build_transforms(image_size, train=False)))
+    train_images, val_images = decode_all(train_set, image_size, workers), decode_all(val_set, image_size, workers)
+    return (CachedImages(train_images, train_set, build_transforms(image_size, train=True)),
+            CachedImages(val_images, val_set, build_transforms(image_size, train=False)))

@@ -2,16 +2,18 @@
 
 A checkpoint is a plain dict of CPU tensors and plain Python values: it loads on a machine
 without a GPU, carries no pickled classes, and its model keys never hold the `module.` or
-`_orig_mod.` prefixes of wrappers. train.py stores: model, optimizer, scheduler, scaler, epoch,
-best_val_acc, rng (Python, NumPy, torch CPU, every CUDA device), config, class_names,
-image_size, version and metrics. Saving copies tensors to the CPU and never moves the model.
+`_orig_mod.` prefixes of wrappers (`unwrap` and `model_state` remove them). Saving copies
+tensors to the CPU and never moves the model. What this project's training checkpoints hold is
+decided in run_checkpoint.py; this file knows nothing of those keys.
 
-Writing goes to a temp file in the same folder, is flushed and fsynced, then `os.replace`d
-(and the folder fsynced), so a kill at any instant leaves the old file or the new one.
-Loading checks the zip's CRC-32s (torch.load does not: flipped bits would load as weights),
-unpickles with `weights_only=True` and no fallback, and turns every failure into a one-line
-CheckpointError. This file imports only torch and the standard library, so it can be copied
-into another project as it is.
+Every file is written atomically (`atomic_file`, `atomic_write`: text or bytes): to a temp file
+in the same folder, flushed and fsynced, then `os.replace`d (and the folder fsynced), so a kill
+at any instant leaves the old file or the new one. The run's other files (metrics.csv,
+config.json, the plots) are written through the same functions. Loading checks the zip's
+CRC-32s (torch.load does not: flipped bits would load as weights), unpickles with
+`weights_only=True` and no fallback, and turns every failure into a one-line CheckpointError.
+This file imports only torch and the standard library, so it can be copied into another
+project as it is.
 """
 
 from __future__ import annotations
@@ -19,19 +21,31 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import tempfile
+import secrets
 import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import IO, Any
 
 import torch
 from torch import nn
 
-
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DataParallel/DDP, torch.compile
+
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, corrupt, unsafe, or for another model."""
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain model inside DataParallel, DistributedDataParallel and torch.compile wrappers."""
+    while True:
+        if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):  # torch.compile's OptimizedModule
+            model = model._orig_mod
+        else:
+            return model
 
 
 def to_cpu(obj: Any) -> Any:
@@ -72,19 +86,24 @@ def _fsync_directory(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike, *, before_replace: Callable[[], None] | None = None) -> Iterator[BinaryIO]:
-    """Yield a temp file beside `path`; on success fsync it and os.replace it onto `path`.
+def atomic_file(path: str | os.PathLike, mode: str = "wb", *,
+                before_replace: Callable[[], None] | None = None) -> Iterator[IO]:
+    """Yield a temp file beside `path` (mode "wb" or "w"); on success fsync it and os.replace it onto `path`.
 
     Readers, and a process killed at any instant, see the old file or the new one, never half.
     The temp file lives in the same folder because os.replace is atomic only within one file
-    system. `before_replace` runs when the data is on disk but not yet in place (tests use it
-    to kill the process mid-write).
+    system, and it is created with mode 0o666 so the umask decides the permissions, as for a
+    plain open() (mkstemp's 0600 would hide a run from teammates). `before_replace` runs when
+    the data is on disk but not yet in place (tests use it to kill the process mid-write).
     """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_file writes whole files: mode 'wb' or 'w', not {mode!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -92,9 +111,16 @@ def atomic_file(path: str | os.PathLike, *, before_replace: Callable[[], None] |
             before_replace()
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     _fsync_directory(path.parent)
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
+    """Replace `path` with `data` (bytes, or text written as UTF-8) atomically."""
+    with atomic_file(path, "wb" if isinstance(data, bytes) else "w") as handle:
+        handle.write(data)
+    return Path(path)
 
 
 def remove_partial_writes(folder: str | os.PathLike) -> list[Path]:
@@ -111,7 +137,7 @@ def remove_partial_writes(folder: str | os.PathLike) -> list[Path]:
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], *,
                     before_replace: Callable[[], None] | None = None) -> Path:
     """Write `state` (CPU tensors and plain values) atomically with torch.save."""
-    with atomic_file(path, before_replace=before_replace) as handle:
+    with atomic_file(path, "wb", before_replace=before_replace) as handle:
         torch.save(state, handle)
     return Path(path)
 
@@ -149,8 +175,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
         raise CheckpointError(f"{path} is not a safe checkpoint (refused to unpickle: {_first_line(error)})") from None
     except Exception as error:  # truncation and bit rot surface as many types (EOF, zip, unicode, key...)
         raise CheckpointError(f"{path} is truncated or corrupt ({_first_line(error)})") from None
-    if not isinstance(state, dict) or "model" not in state:
-        raise CheckpointError(f"{path} is not a checkpoint of this project (no 'model' entry)")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} holds a {type(state).__name__}, not a checkpoint dict")
     return state
 
 

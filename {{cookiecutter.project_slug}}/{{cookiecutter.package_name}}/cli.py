@@ -1,23 +1,16 @@
 """The CLIs' edge: user errors become one line on stderr and exit code 2, failures exit 1.
 
-Exit codes: 0 done, 1 failure, 2 bad input (device, data, checkpoint, precision, weights, backbone).
+Exit codes: 0 done, 1 failure, 2 bad input (any errors.UserError, a DeviceError or a CheckpointError).
 """
 
 from __future__ import annotations
 
 import sys
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
-from .backbones import BackboneError
-from .checkpoint import CheckpointError
-from .data import DataError
-from .devices import DeviceError
-from .model import WeightsError
-from .parallel import ParallelError
-from .precision import PrecisionError
+from .errors import USER_ERRORS
 
-USER_ERRORS = (DeviceError, DataError, CheckpointError, PrecisionError, WeightsError, ParallelError, BackboneError)
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 
 

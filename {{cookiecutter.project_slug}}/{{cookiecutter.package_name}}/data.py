@@ -21,6 +21,7 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 from . import backbones
+from .errors import UserError
 from .interrupts import ignore_sigint_in_worker
 from .reproducibility import EpochSampler, SeededSamples
 
@@ -32,7 +33,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """The data folder is missing, empty or malformed."""
 
 

@@ -36,8 +36,9 @@ import os
 import re
 import sys
 import tokenize
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 
 class Rule(NamedTuple):

@@ -31,7 +31,8 @@ import os
 import platform
 import re
 import sys
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import torch
 from torch import nn

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
+from .metrics import update_confusion
 from .parallel import reduce_sums
 from .precision import PrecisionPolicy
 
@@ -122,8 +123,13 @@ def _optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: 
 @torch.inference_mode()
 def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, device: torch.device, *,
              policy: PrecisionPolicy, progress: bool = True,
-             memory_format: torch.memory_format = torch.contiguous_format) -> EpochStats:
-    """Mean loss and accuracy of `model` over `val_loader`, without gradients."""
+             memory_format: torch.memory_format = torch.contiguous_format,
+             confusion: torch.Tensor | None = None) -> EpochStats:
+    """Mean loss and accuracy of `model` over `val_loader`, without gradients.
+
+    The one evaluation loop: training's validation and evaluate.py both run it, so their numbers
+    agree. Pass a (C, C) `confusion` matrix (metrics.new_confusion) to also count predictions in it.
+    """
     model.eval()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.long)
@@ -133,9 +139,12 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, device: torch.dev
         targets = targets.to(device, non_blocking=True)
         with policy.autocast():
             logits = model(images)
+        predictions = logits.argmax(dim=1)  # (B,)
         loss_sum += loss_fn(logits, targets) * targets.size(0)
-        correct += (logits.argmax(dim=1) == targets).sum()
+        correct += (predictions == targets).sum()
         seen += targets.size(0)
+        if confusion is not None:
+            update_confusion(confusion, predictions, targets)
     loss_sum, correct, seen = reduce_sums(loss_sum, correct, seen)  # over every rank under ddp
     totals = _summary(loss_sum, correct, seen)
     return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)

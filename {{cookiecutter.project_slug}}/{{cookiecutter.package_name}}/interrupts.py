@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from . import config
 
@@ -68,7 +68,7 @@ class StopRequest:
               file=sys.stderr, flush=True)
 
     @contextlib.contextmanager
-    def installed(self) -> Iterator["StopRequest"]:
+    def installed(self) -> Iterator[StopRequest]:
         """Handle the signals inside the block (main thread only), restoring the old handlers after."""
         previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
         try:

@@ -7,7 +7,7 @@ on; nothing is read back until the caller asks for the final matrix (one host sy
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

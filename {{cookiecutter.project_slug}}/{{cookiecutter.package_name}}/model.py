@@ -17,11 +17,11 @@ import torch
 from torch import nn
 
 from .backbones import build_backbone, default_weights
-from .checkpoint import CheckpointError, load_model_state
 from .devices import DeviceAwareMixin, module_device
+from .errors import UserError
 
 
-class WeightsError(ValueError):
+class WeightsError(UserError):
     """Pretrained weights were asked for but are neither cached nor downloadable."""
 
 
@@ -102,14 +102,3 @@ def build_model(backbone_name: str, num_classes: int, *, pretrained: bool, devic
     state = pretrained_state_dict(backbone_name) if pretrained else None
     backbone, width = build_backbone(backbone_name, device=device, image_size=image_size, state=state)
     return Classifier(backbone, width, num_classes)
-
-
-def model_from_checkpoint(state: dict, device: torch.device, source: str = "checkpoint") -> Classifier:
-    """Rebuild the Classifier a checkpoint was saved from, with its weights, on `device`."""
-    try:
-        backbone_name, num_classes = state["config"]["backbone"], len(state["class_names"])
-    except (KeyError, TypeError):
-        raise CheckpointError(f"{source} was not written by this project's train.py (no config/class_names)") from None
-    model = build_model(backbone_name, num_classes, pretrained=False, device=device, image_size=state.get("image_size"))
-    load_model_state(model, state["model"], source)
-    return model

@@ -1,6 +1,6 @@
-"""A run directory's files: config.json, metrics.csv and curves.png, each written atomically.
+"""A run directory's text files: config.json and metrics.csv, each written atomically.
 
-The pictures themselves are drawn in plots.py; this module only writes bytes and rows.
+The pictures are drawn and saved by plots.py; both write through checkpoint.atomic_write.
 """
 
 from __future__ import annotations
@@ -12,20 +12,14 @@ import platform
 import sys
 from pathlib import Path
 
-from .checkpoint import atomic_file
+from .checkpoint import atomic_write
 
 METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` atomically."""
-    with atomic_file(path) as handle:
-        handle.write(data)
-
-
 def write_json(path: Path, obj: dict) -> None:
     """Write `obj` as indented JSON."""
-    write_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+    atomic_write(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def run_environment() -> dict:
@@ -43,7 +37,7 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
     writer = csv.DictWriter(buffer, fieldnames=METRICS_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    write_atomic(path, buffer.getvalue().encode())
+    atomic_write(path, buffer.getvalue())
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -54,9 +48,3 @@ def read_metrics(path: Path) -> list[dict]:
         return [{key: (int(value) if key == "epoch" else float(value)) for key, value in row.items()}
                 for row in csv.DictReader(handle)]
 
-
-def plot_curves(path: Path, rows: list[dict]) -> None:
-    """Loss and accuracy per epoch, train and val, as a PNG (see plots.curves_figure)."""
-    from .plots import curves_figure, save_figure  # matplotlib loads only when a plot is drawn
-
-    save_figure(curves_figure(rows), path)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.distributed as dist
@@ -24,23 +24,15 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 
+from .checkpoint import unwrap
+from .errors import UserError
+
 MODES = ("none", "dp", "ddp")
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-class ParallelError(ValueError):
+class ParallelError(UserError):
     """The requested parallel mode (or --compile) cannot run on this machine."""
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The plain model inside DataParallel, DistributedDataParallel and torch.compile wrappers."""
-    while True:
-        if isinstance(model, (nn.DataParallel, DistributedDataParallel)):
-            model = model.module
-        elif hasattr(model, "_orig_mod"):  # torch.compile's OptimizedModule
-            model = model._orig_mod
-        else:
-            return model
 
 
 def launched_by_torchrun() -> bool:
@@ -102,20 +94,22 @@ def why_not(mode: str, device: torch.device) -> str | None:
     return None
 
 
-def resolve_parallel(requested: str | None, default: str, device: torch.device) -> str:
-    """The mode to run: an explicit request is honoured or refused; a default falls back with a note."""
+def resolve_parallel(requested: str | None, default: str, device: torch.device) -> tuple[str, str | None]:
+    """The mode to run and a note for the user when the default fell back to one device.
+
+    An explicit request is honoured or refused (ParallelError); a default that cannot apply falls back.
+    """
     if requested is not None:
         reason = why_not(requested, device)
         if reason:
             raise ParallelError(f"--parallel {requested}: {reason}")
-        return requested
+        return requested, None
     if launched_by_torchrun() and int(os.environ.get("WORLD_SIZE", 1)) > 1:
         default = "ddp"  # several processes were started to train together
     reason = why_not(default, device)
     if reason is None:
-        return default
-    print_main(f"parallel: {reason}; running on one device")
-    return "none"
+        return default, None
+    return "none", f"parallel: {reason}; running on one device"
 
 
 def start_distributed(mode: str, device: torch.device) -> None:

@@ -8,13 +8,13 @@ PNG atomically. matplotlib is imported here only, so training without plots neve
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from matplotlib.figure import Figure
 
-from .outputs import write_atomic
+from .checkpoint import atomic_write
 
 
 def curves_figure(rows: Sequence[dict]) -> Figure:
@@ -64,5 +64,5 @@ def save_figure(figure: Figure, path: str | Path, dpi: int = 100) -> Path:
     """Render `figure` as a PNG and write it atomically to `path`."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi)
-    write_atomic(Path(path), buffer.getvalue())
+    atomic_write(path, buffer.getvalue())
     return Path(path)

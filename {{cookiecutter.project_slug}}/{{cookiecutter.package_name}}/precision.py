@@ -18,12 +18,12 @@ import warnings
 import torch
 from torch import nn
 
-from .parallel import print_main
+from .errors import UserError
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-class PrecisionError(ValueError):
+class PrecisionError(UserError):
     """The requested precision cannot run on the chosen device."""
 
 
@@ -88,16 +88,18 @@ def make_policy(name: str, device: torch.device) -> PrecisionPolicy:
     return PrecisionPolicy(name, device)
 
 
-def resolve_precision(requested: str | None, default: str, device: torch.device) -> str:
-    """The precision to run: an explicit request is honoured or refused; a default falls back to fp32."""
+def resolve_precision(requested: str | None, default: str, device: torch.device) -> tuple[str, str | None]:
+    """The precision to run and a note for the user when the default fell back to fp32.
+
+    An explicit request is honoured or refused (PrecisionError); a default that cannot run falls back.
+    """
     if requested is not None:
         make_policy(requested, device)  # raises PrecisionError with the reason
-        return requested
+        return requested, None
     reason = why_not(default, device)
     if reason is None:
-        return default
-    print_main(f"precision: {reason}; running in fp32")
-    return "fp32"
+        return default, None
+    return "fp32", f"precision: {reason}; running in fp32"
 
 
 def half_copy(model: nn.Module) -> nn.Module:

@@ -1,0 +1,115 @@
+"""This project's training checkpoints: what one holds, writing it, reading it back, and the model in it.
+
+The one place that knows the keys. A training checkpoint is a plain dict (see checkpoint.py for
+the portable, atomic, weights_only file format underneath):
+
+    model         the plain model's state_dict (no wrapper prefixes), CPU tensors
+    optimizer     optimizer.state_dict(), CPU tensors
+    scheduler     scheduler.state_dict()
+    scaler        GradScaler.state_dict() (empty when disabled)
+    loss          the loss module's state (class weights), so evaluate.py measures what training did
+    epoch         the last completed epoch (0: written before the first step)
+    best_val_acc  the best validation accuracy so far
+    config        the run's TrainConfig as a dict
+    class_names   the label of each logit, in order
+    image_size    the side of the square images the model was trained on
+    rng           the global RNG states (reproducibility.rng_state)
+    metrics       metrics.csv's rows up to `epoch`, so a resumed run rewrites the same file
+    version       the package version that wrote it
+
+train.py builds it with `training_state`, writes it with `save`; train.py, evaluate.py and
+predict.py read it with `read`, which also checks that the file is one of ours.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import __version__, checkpoint, reproducibility
+from .loss import WeightedCrossEntropy
+from .model import Classifier, build_model
+
+REQUIRED_KEYS = ("model", "config", "class_names", "image_size")
+
+
+def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, scaler: torch.amp.GradScaler,
+                   loss_fn: nn.Module, epoch: int, best_val_acc: float, config: dict, class_names: list[str],
+                   image_size: int, metrics: list[dict]) -> dict[str, Any]:
+    """A checkpoint of a run after `epoch`: CPU copies and plain values; the live objects stay put."""
+    return {
+        "model": checkpoint.model_state(model),
+        "optimizer": checkpoint.to_cpu(optimizer.state_dict()),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict(),
+        "loss": checkpoint.to_cpu(loss_fn.state_dict()),
+        "epoch": epoch,
+        "best_val_acc": best_val_acc,
+        "config": dict(config),
+        "class_names": list(class_names),
+        "image_size": image_size,
+        "rng": reproducibility.rng_state(),
+        "metrics": [dict(row) for row in metrics],
+        "version": __version__,
+    }
+
+
+def save(path: str | os.PathLike, state: dict[str, Any], *, before_replace: Callable[[], None] | None = None) -> Path:
+    """Write a training checkpoint atomically."""
+    return checkpoint.save_checkpoint(path, state, before_replace=before_replace)
+
+
+def read(path: str | os.PathLike, map_location: torch.device | str = "cpu") -> dict[str, Any]:
+    """Load a training checkpoint (a file, or a run directory's last.pt) and check it is one of ours."""
+    state = checkpoint.load_checkpoint(path, map_location=map_location)
+    missing = [key for key in REQUIRED_KEYS if key not in state]
+    if missing:
+        raise checkpoint.CheckpointError(f"{path} was not written by this project's train.py "
+                                         f"(no {', '.join(missing)})")
+    return state
+
+
+def model_from_state(state: dict[str, Any], device: torch.device, source: str = "checkpoint") -> Classifier:
+    """Rebuild the Classifier a checkpoint was saved from, with its weights, on `device`."""
+    model = build_model(state["config"]["backbone"], len(state["class_names"]), pretrained=False, device=device,
+                        image_size=state["image_size"])  # ViT and MaxViT are built for the size they were trained at
+    checkpoint.load_model_state(model, state["model"], source)
+    return model
+
+
+def loss_from_state(state: dict[str, Any], device: torch.device) -> WeightedCrossEntropy:
+    """The training run's loss (class weights, label smoothing) on `device`, to measure as training did."""
+    num_classes = len(state["class_names"])
+    # Checkpoints written before the loss was saved: unweighted, as close as they allow.
+    weights = state.get("loss", {}).get("class_weights", torch.ones(num_classes))
+    smoothing = state["config"].get("label_smoothing", 0.0)
+    return WeightedCrossEntropy(weights, smoothing).to(device)
+
+
+def check_classes(state: dict[str, Any], class_names: list[str], source: str) -> None:
+    """Refuse to continue a run on data whose classes differ from the checkpoint's."""
+    if list(state["class_names"]) != list(class_names):
+        raise checkpoint.CheckpointError(
+            f"{source} was trained on classes {state['class_names']}, the data has {list(class_names)}")
+
+
+def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler,
+                     scaler: torch.amp.GradScaler, source: str) -> None:
+    """Load weights, optimizer, scheduler, scaler and RNG states into a freshly built run."""
+    checkpoint.load_model_state(model, state["model"], source)
+    optimizer.load_state_dict(state["optimizer"])  # moves its state to the params' device
+    scheduler.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state["scaler"])
+    if "rng" in state:
+        reproducibility.set_rng_state(state["rng"])
+
+
+def metrics_until_epoch(state: dict[str, Any], fallback: list[dict]) -> list[dict]:
+    """The metrics rows of the epochs the checkpoint holds (older files: from metrics.csv)."""
+    rows = state.get("metrics") or fallback
+    return [row for row in rows if row["epoch"] <= state["epoch"]]
