@@ -60,8 +60,10 @@ def run(args: argparse.Namespace) -> int:
         print(note)
     memory_format = torch.channels_last if trained.get("channels_last") else torch.contiguous_format
     model = model.to(memory_format=memory_format)
-    dataset = data.image_folder(Path(args.data) if args.data else data.DEMO_ROOT, args.split, state["image_size"],
-                                train=False)
+    # Preprocessing and the --val-split division of a folder of class folders, as training had them
+    dataset = data.image_folder(Path(args.data) if args.data else data.DEMO_ROOT, args.split,
+                                run_checkpoint.preprocessing(state), train=False,
+                                val_split=run_checkpoint.val_split(state), seed=trained.get("seed", 0))
     if dataset.classes != class_names:
         raise data.DataError(f"{args.split}/ holds classes {dataset.classes}, but the checkpoint knows {class_names}")
     loader = data.build_loader(dataset, args.batch_size or trained.get("batch_size", 64), device, train=False,

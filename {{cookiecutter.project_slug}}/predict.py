@@ -135,7 +135,7 @@ def predict(args: argparse.Namespace) -> int:
     paths = expand_inputs(args.inputs, warn)
     if not paths:
         raise DataError(f"no images found in {' '.join(args.inputs)}")
-    dataset = ImagePaths(paths, build_transforms(state["image_size"], train=False))
+    dataset = ImagePaths(paths, build_transforms(run_checkpoint.preprocessing(state), train=False))
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
                         collate_fn=collate_readable, pin_memory=device.type == "cuda")
     k = min(args.topk, len(class_names))

@@ -1,14 +1,17 @@
 """Fine-tuning controls: freezing, parameter groups, warmup + cosine, EMA, mixup/cutmix, init from a checkpoint."""
 
 import io
+import os
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torchvision import models
 
+import train
 from {{ cookiecutter.package_name }} import finetune
 from {{ cookiecutter.package_name }}.engine import train_one_epoch
-from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.model import build_model, weights_file
 from {{ cookiecutter.package_name }}.precision import make_policy
 
 CPU, META = torch.device("cpu"), torch.device("meta")
@@ -165,3 +168,49 @@ def test_ema_is_updated_once_per_optimizer_step_and_mixed_batches_still_count_ac
     batches = [(torch.randn(4, 3, 4, 4), torch.tensor([0, 1, 2, 0])) for _ in range(3)]
     stats = _epoch(model, batches, accum_steps=2, ema=ema, mix=finetune.batch_mixer(0.4, 0.0, 3))
     assert int(ema.n_averaged) == 2 and stats.images == 12 and 0.0 <= stats.acc <= 1.0
+
+
+def _run(args: list[str], out) -> int:
+    return train.main([*args, "--device", "cpu", "--batch-size", "8", "--precision", "fp32", "--parallel", "none",
+                       "--out", str(out)])
+
+
+@pytest.mark.slow
+def test_pretrained_frozen_backbone_ends_the_epoch_equal_to_the_weights_file(tiny_data, tmp_path):
+    """--pretrained --freeze-backbone: after an epoch every backbone tensor (BatchNorm statistics included)
+    equals the file in the hub cache; the head has learned."""
+    path = weights_file(BACKBONE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.manual_seed(5)
+    torch.save(models.get_model(BACKBONE, weights=None).state_dict(), path)
+    assert _run(["--data", str(tiny_data), "--pretrained", "--freeze-backbone", "--epochs", "1",
+                 "--image-size", "32"], tmp_path / "run") == 0
+    pretrained = torch.load(path, map_location="cpu", weights_only=True)
+    trained = torch.load(tmp_path / "run" / "last.pt", map_location="cpu", weights_only=True)["model"]
+    backbone = {key.removeprefix("backbone."): value for key, value in trained.items() if key.startswith("backbone.")}
+    assert backbone and all(torch.equal(value, pretrained[key]) for key, value in backbone.items())
+    assert len(backbone) == len(pretrained) - 2  # all but the ImageNet classifier (fc.weight, fc.bias)
+
+
+@pytest.mark.slow
+def test_init_from_a_run_on_other_classes_trains_with_a_fresh_head(tiny_data, tmp_path, capsys):
+    """A run on 4 classes seeds one on 2 classes held as plain class folders (split by --val-split):
+    the head is new, the split is recorded in config.json, and evaluate.py sees the same split."""
+    import json
+    import shutil
+
+    import evaluate
+
+    assert _run(["--data", str(tiny_data), "--epochs", "1", "--image-size", "32"], tmp_path / "source") == 0
+    flat = tmp_path / "two"
+    for name in ("circle", "square"):
+        shutil.copytree(tiny_data / "train" / name, flat / name)
+    assert _run(["--data", str(flat), "--epochs", "1", "--init-from", str(tmp_path / "source" / "last.pt")],
+                tmp_path / "run") == 0
+    out = capsys.readouterr().out
+    assert "a fresh head.weight, head.bias" in out and "image size: 32 px" in out
+    recorded = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert recorded["val_split"] == 0.2 and recorded["class_names"] == ["circle", "square"]
+    assert evaluate.main([str(tmp_path / "run" / "last.pt"), "--data", str(flat), "--device", "cpu",
+                          "--out", str(tmp_path / "cm.png")]) == 0
+    assert "(2 images, 2 classes" in capsys.readouterr().out  # one of each class's 6 images validates

@@ -116,8 +116,8 @@ def choose_preprocessing(backbone: str, root: Path | None, image_size: int | Non
     measured = typical_image_size(root)
     low, high = SCRATCH_SIZE_BOUNDS
     size = backbones.fit_image_size(backbone, min(max(measured, low), high))
-    return Preprocessing(size, reason=f"the data's typical image size (median shorter side {measured} px "
-                                      f"of a sample; kept within {low}-{high} and what {backbone} takes)")
+    return Preprocessing(size, reason=f"the data's typical image size (the median shorter side of a sample is "
+                                      f"{measured} px; kept within {low}-{high} and what {backbone} takes)")
 
 
 def split_indices(targets: list[int], val_split: float, seed: int) -> tuple[list[int], list[int]]:

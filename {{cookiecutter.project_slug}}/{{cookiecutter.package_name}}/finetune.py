@@ -15,6 +15,7 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torchvision.transforms import v2
 
+from .checkpoint import CheckpointError
 from .devices import module_device
 
 
@@ -78,11 +79,19 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg, batches_per_epoch: int
                          total_steps=cfg.epochs * steps_per_epoch)
 
 
-def epochs_without_improvement(val_accs: list[float]) -> int:
+def epoch_score(row: dict) -> tuple[float, str]:
+    """An epoch's validation accuracy and whose it is: the model's, or the EMA's where that is higher."""
+    if row.get("ema_val_acc", -1.0) > row["val_acc"]:
+        return row["ema_val_acc"], "ema"
+    return row["val_acc"], "model"
+
+
+def epochs_without_improvement(rows: list[dict]) -> int:
     """How many epochs have passed since the best validation accuracy (0: the last one was the best)."""
-    if not val_accs:
+    scores = [epoch_score(row)[0] for row in rows]
+    if not scores:
         return 0
-    return len(val_accs) - 1 - max(range(len(val_accs)), key=lambda i: (val_accs[i], -i))
+    return len(scores) - 1 - max(range(len(scores)), key=lambda i: (scores[i], -i))
 
 
 def backbone_frozen(epoch: int, freeze_backbone: bool, unfreeze_at: int | None) -> bool:
@@ -150,7 +159,7 @@ def batch_mixer(mixup: float, cutmix: float, num_classes: int) -> v2.Transform |
     return mixers[0] if len(mixers) == 1 else v2.RandomChoice(mixers)
 
 
-def init_from_state(model: nn.Module, weights: dict[str, torch.Tensor]) -> list[str]:
+def init_from_state(model: nn.Module, weights: dict[str, torch.Tensor], source: str = "checkpoint") -> list[str]:
     """Copy a checkpoint's weights into `model`; the head is kept fresh where its shape differs.
 
     Returns the names left as they were (the head, when the classes differ).
@@ -160,6 +169,7 @@ def init_from_state(model: nn.Module, weights: dict[str, torch.Tensor]) -> list[
              if name not in weights or weights[name].shape != tensor.shape]
     missing_backbone = [name for name in fresh if name.startswith("backbone.")]
     if missing_backbone:
-        raise ValueError(f"the checkpoint's backbone does not match: {missing_backbone[0]} differs")
+        raise CheckpointError(f"{source} holds another backbone (or image size): {missing_backbone[0]} differs; "
+                              "--init-from needs the same --backbone")
     model.load_state_dict({name: weights[name] for name in own if name not in fresh}, strict=False)
     return fresh

@@ -56,8 +56,9 @@ def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> t
     name = os.path.basename(weights_file(backbone_name))
     cached = os.path.exists(weights_file(backbone_name))
     try:
-        # Unasked-for, a failed attempt is one note, not torch hub's "Downloading ..." line before it.
-        with contextlib.redirect_stderr(sys.stderr if explicit else io.StringIO()):
+        # Unasked-for, a failed attempt is one note, not torch hub's "Downloading ..." line and progress bar too.
+        quiet = contextlib.nullcontext() if explicit else contextlib.redirect_stdout(io.StringIO())
+        with quiet, contextlib.redirect_stderr(sys.stderr if explicit else io.StringIO()):
             pretrained_state_dict(backbone_name)  # downloads into the hub cache once, or finds it there
     except WeightsError:
         if explicit:
