@@ -150,7 +150,7 @@ class Run:
         self.model = model.build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained,
                                        device=device, image_size=self.image_size).to(memory_format=self.memory_format)
         if cfg.init_from:  # a fresh head where the classes differ
-            self.fresh = finetune.init_from_state(self.model, source["model"], cfg.init_from)
+            self.fresh = run_checkpoint.init_model_from(source, self.model, cfg.init_from)
         class_weights = loss.balanced_class_weights(data.class_counts(train_set))
         self.loss_fn = loss.WeightedCrossEntropy(class_weights, cfg.label_smoothing).to(device)
         self.optimizer = finetune.make_optimizer(self.model, cfg)

@@ -15,8 +15,8 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torchvision.transforms import v2
 
-from .checkpoint import CheckpointError
 from .devices import module_device
+from .errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser, defaults) -> None:
@@ -169,7 +169,7 @@ def init_from_state(model: nn.Module, weights: dict[str, torch.Tensor], source: 
              if name not in weights or weights[name].shape != tensor.shape]
     missing_backbone = [name for name in fresh if name.startswith("backbone.")]
     if missing_backbone:
-        raise CheckpointError(f"{source} holds another backbone (or image size): {missing_backbone[0]} differs; "
-                              "--init-from needs the same --backbone")
+        raise ConfigError(f"--init-from {source} holds another backbone or image size ({missing_backbone[0]} "
+                          "differs); it needs the same --backbone")
     model.load_state_dict({name: weights[name] for name in own if name not in fresh}, strict=False)
     return fresh

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
-from . import __version__, checkpoint, reproducibility
+from . import __version__, checkpoint, finetune, reproducibility
 from .data import Preprocessing
 from .loss import WeightedCrossEntropy
 from .model import Classifier, build_model
@@ -125,6 +125,11 @@ def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torc
     scaler.load_state_dict(state["scaler"])
     if "rng" in state:
         reproducibility.set_rng_state(state["rng"])
+
+
+def init_model_from(state: dict[str, Any], model: nn.Module, source: str) -> list[str]:
+    """--init-from: the checkpoint's weights into `model`, a fresh head where the classes differ; the names left."""
+    return finetune.init_from_state(model, state["model"], source)
 
 
 def preprocessing(state: dict[str, Any]) -> Preprocessing:
