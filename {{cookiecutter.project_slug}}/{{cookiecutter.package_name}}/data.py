@@ -83,7 +83,8 @@ def typical_image_size(root: Path, sample: int = 64) -> int:
     files = sorted(path for path in Path(root).rglob("*")
                    if path.suffix.lower() in datasets.folder.IMG_EXTENSIONS and path.is_file())
     if not files:
-        raise DataError(f"{root}: no image files found")
+        raise DataError(f"{root}: no image files found; expected {root}/train/<class>/<image> and val/, "
+                        f"or {root}/<class>/<image>")
     picked = files[::max(1, len(files) // sample)][:sample]
     sides = []
     for path in picked:
@@ -136,8 +137,8 @@ def split_indices(targets: list[int], val_split: float, seed: int) -> tuple[list
 
 
 def has_split_folders(root: Path) -> bool:
-    """True for a tree with train/ (and val/); False for class folders to be split by --val-split."""
-    return (Path(root) / "train").is_dir()
+    """True for a tree with train/ or val/; False for class folders to be split by --val-split."""
+    return (Path(root) / "train").is_dir() or (Path(root) / "val").is_dir()
 
 
 def image_folder(root: Path, split: str, image_size: int | Preprocessing, train: bool, *,
@@ -147,7 +148,7 @@ def image_folder(root: Path, split: str, image_size: int | Preprocessing, train:
     A root of class folders without train/ and val/ is split by `split_indices(val_split, seed)`.
     """
     folder = Path(root) / split
-    if val_split and split in ("train", "val") and not has_split_folders(root):
+    if not folder.is_dir() and val_split and split in ("train", "val") and not has_split_folders(root):
         folder = Path(root)
     elif not folder.is_dir():
         raise DataError(f"{folder} is not a directory: expected {root}/{split}/<class>/<image>, "
