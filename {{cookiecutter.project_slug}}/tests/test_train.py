@@ -1,6 +1,7 @@
 """train.py end to end through main(argv), and its refusals of bad input."""
 
 import csv
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,13 @@ def test_verbose_and_device_guard_flags_train_and_report(tiny_data, tmp_path, ca
     assert code == 0
     param_rows = [line.split() for line in out.splitlines() if line.startswith("param")]
     assert param_rows and param_rows[0][1:3] == ["cpu", "float32"]
+
+
+def test_run_files_get_the_permissions_a_plain_open_would_give(trained_run, tmp_path):
+    """Every file a run writes (checkpoints, metrics, config, plot) follows the umask, so teammates can read it."""
+    probe = tmp_path / "probe"
+    probe.write_text("x")  # open() under this process's umask
+    expected = stat.S_IMODE(probe.stat().st_mode)
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in trained_run.iterdir() if path.is_file()}
+    assert {"last.pt", "best.pt", "metrics.csv", "config.json", "curves.png"} <= modes.keys()
+    assert set(modes.values()) == {expected}, modes

@@ -1,74 +1,106 @@
+#!/usr/bin/env python3
 """devicelint: a static checker for PyTorch device anti-patterns (standard library only).
 
 Usage::
 
     python -m <package>.devicelint PATH...            # files or folders (recurses into *.py)
-    python -m <package>.devicelint --list-rules       # codes, one-line descriptions, fix hints
-    python -m <package>.devicelint --select DEV001,DEV003 src/
-    python -m <package>.devicelint --ignore DEV006 train.py
+    python -m <package>.devicelint --list-rules       # codes and one-line descriptions
+    python -m <package>.devicelint --explain DEV003   # why a rule exists and how to fix it
+    python -m <package>.devicelint --select DEV001,DEV003 --exclude 'tests/*' src/
 
-Findings print like any linter, sorted: ``path:line:col: CODE message (hint)``. Exit code 0
-means clean, 1 means findings (a file that does not parse is one DEV000 finding), 2 means a
-bad command line or a missing path.
+Findings print like any linter, sorted and once each: ``path:line:col: CODE message``, then one
+summary line. Exit code 0 means clean, 1 means findings (a file that does not parse is one DEV000
+finding), 2 means a bad command line or a file that could not be checked (missing, a broken link,
+undecodable, nested too deeply): those print ``path: error: ...`` on stderr.
 
 Silence one line with ``# devicelint: ignore[DEV002]`` (several codes: ``ignore[DEV002,DEV007]``;
 a bare ``# devicelint: ignore`` silences every code on that line). The comment must sit on the
 line the finding names.
 
+Guards are understood: CUDA-only code (``.cuda()``, ``torch.cuda.FloatTensor``) inside
+``if torch.cuda.is_available():``, ``if device.type == "cuda":``, ``if use_cuda:`` (any name
+with cuda/gpu in it), the ``else`` of a CPU check, or after ``if not ...: return`` is not
+reported. A device string chosen by availability (``"cuda" if torch.cuda.is_available() else
+"cpu"``), or used where only NCCL collectives run, cannot crash; it is DEV011, off by default.
+
 Device strings (DEV002) are allowed in the modules whose job is to name devices: files called
-``config.py`` or ``devices.py``; add more with ``--allow-devices-in NAME.py``. Only accelerator
-names are flagged ("cuda", "cuda:1", "mps", ...): "cpu" and "meta" exist on every machine.
+``config.py`` or ``devices.py``; add more with ``--allow-devices-in PATTERN`` (a file name, a
+path suffix such as ``src/setup.py`` or a glob such as ``scripts/*``).
 
-Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name
-(model, net, module, self, *model*), DEV008 decides "this is a Dataset" from the base-class name,
-and DEV009 follows names assigned from DataParallel/DDP(...) in source order within one file.
+Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name,
+DEV008 decides "this is a Dataset" from the base-class name, DEV009 follows names bound to
+DataParallel/DDP(...) within one file, and DEV007 follows helpers called from forward() within
+one file.
 
-To use it elsewhere, copy this one file into the other project (any package, or next to the
-scripts) and run it with ``python devicelint.py PATH...``: it imports nothing but the stdlib.
+To use it elsewhere, copy this one file into the other project and run ``python devicelint.py
+PATH...``, or use the pre-commit hook ``devicelint`` from the template repository.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import fnmatch
 import io
 import os
 import re
 import sys
 import tokenize
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 
 class Rule(NamedTuple):
-    """One check: its code, what it reports, and how to fix it."""
+    """One check: its code, what it reports, how to fix it, and whether it runs by default."""
 
     code: str
     summary: str
     hint: str
+    default: bool = True
 
 
 RULES = {rule.code: rule for rule in (
-    Rule("DEV000", "syntax error", "fix the syntax error; nothing else was checked"),
-    Rule("DEV001", ".cuda() hard-codes the CUDA backend and device index",
-         "use .to(device) with a device passed in as an argument"),
-    Rule("DEV002", "device string literal outside the config/devices module",
-         "take the device as a parameter; decide it once in config.py/devices.py"),
-    Rule("DEV003", "torch.load without map_location",
-         "pass map_location=device, or 'cpu', so GPU-saved files load anywhere"),
+    Rule("DEV000", "syntax error", "Fix the syntax error; nothing else in the file was checked."),
+    Rule("DEV001", ".cuda() outside a CUDA guard",
+         "It crashes on machines without CUDA and pins device 0. Use .to(device) with a device passed "
+         "in as an argument, or put the call under `if torch.cuda.is_available():`."),
+    Rule("DEV002", "hard-coded accelerator device",
+         "A literal 'cuda'/'mps' (in torch.device(), .to(), device=, a `device = ...` default or an "
+         "argparse --device default) fails where that backend is absent. Take the device as a "
+         "parameter and decide it once, in config.py/devices.py (or --allow-devices-in)."),
+    Rule("DEV003", "load without map_location",
+         "torch.load/torch.jit.load restore tensors to the device they were saved from, so a GPU "
+         "checkpoint fails on a CPU machine. Pass map_location=device, or 'cpu'."),
     Rule("DEV004", "torch.load without weights_only=True",
-         "pass weights_only=True and save plain dicts of tensors"),
+         "Unpickling runs arbitrary code. Pass weights_only=True and save plain values (tensors, "
+         "dicts, lists, numbers, strings). If the checkpoint holds objects (an argparse Namespace, "
+         "a config object, a numpy array), weights_only=True alone will fail: save vars(args), "
+         "dicts and .tolist() instead."),
     Rule("DEV005", "DEVICE imported by value from the config module",
-         "import the module and read config.DEVICE when it is needed; the copy goes stale"),
-    Rule("DEV006", "torch.save of a whole module, judged by its name",
-         "save model.state_dict() instead; pickled modules pin classes and devices"),
+         "The copy goes stale when the device is configured at start-up. Import the module and "
+         "read config.DEVICE when it is needed."),
+    Rule("DEV006", "torch.save of a whole module",
+         "A pickled module pins its class path and device. Save model.state_dict() instead "
+         "(judged by the variable name: model, net, module, self)."),
     Rule("DEV007", "tensor factory in forward() without device=",
-         "pass device=x.device, use torch.*_like(x) or x.new_*(), or a registered buffer"),
+         "The tensor is created on the CPU and meets GPU inputs. Pass device=x.device, use "
+         "torch.*_like(x) or x.new_*(), or register a buffer. Helpers called from forward() in "
+         "the same file count as forward()."),
     Rule("DEV008", "device move inside Dataset.__getitem__",
-         "return CPU tensors and move the batch in the training loop; CUDA fails in workers"),
+         "CUDA fails in DataLoader worker processes. Return CPU tensors and move the batch in "
+         "the training loop."),
     Rule("DEV009", "state_dict() of a DataParallel/DDP-wrapped model",
-         "save model.module.state_dict() so keys carry no 'module.' prefix"),
+         "Its keys carry a 'module.' prefix that an unwrapped model rejects. Save "
+         "model.module.state_dict()."),
+    Rule("DEV010", "legacy CUDA tensor type outside a CUDA guard",
+         "torch.cuda.FloatTensor and friends crash without CUDA. Use torch.tensor(..., "
+         "device=device) or torch.empty(..., device=device)."),
+    Rule("DEV011", "accelerator chosen by availability (silent CPU fallback)",
+         "Off by default: it cannot crash, but a run meant for the GPU quietly trains on the CPU. "
+         "Resolve the device once and refuse what is absent (resolve_device in devices.py).",
+         default=False),
 )}
 
 DEVICE_MODULES = ("config.py", "devices.py")
@@ -79,7 +111,14 @@ _FACTORIES = {"zeros", "ones", "empty", "full", "arange", "tensor", "randn", "ra
               "randperm", "eye", "linspace", "logspace", "empty_strided", "scalar_tensor"}
 _WRAPPERS = {"DataParallel", "DistributedDataParallel", "DDP"}
 _DTYPE = re.compile(r"torch\.(u?int\d*|float\d*|bfloat16|half|double|long|short|bool|complex\d*)\Z")
+_TYPED_CUDA = re.compile(r"torch\.cuda\.\w*Tensor\Z")
+_COLLECTIVES = {"all_reduce", "all_gather", "all_gather_object", "broadcast", "reduce_scatter",
+                "all_to_all", "reduce", "gather", "scatter", "barrier"}
+_HOST_USES = {"item", "tolist", "numpy", "cpu", "int", "float", "len", "range", "enumerate", "zip", "list"}
+# Checkpoint entries under these names are usually objects (Namespace, config) that weights_only refuses.
+_OBJECT_NAMES = {"args", "opt", "opts", "config", "cfg", "hparams", "options", "parser", "namespace"}
 _IGNORE = re.compile(r"#\s*devicelint:\s*ignore(?:\[([^\]]*)\])?", re.IGNORECASE)
+_CUDA, _NOT_CUDA = "cuda", "not-cuda"
 
 
 class Finding(NamedTuple):
@@ -92,10 +131,14 @@ class Finding(NamedTuple):
     detail: str = ""
 
     def format(self) -> str:
-        """The linter line: `path:line:col: CODE message (hint)`."""
-        rule = RULES[self.code]
-        message = f"{rule.summary}: {self.detail}" if self.detail else rule.summary
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {message} ({rule.hint})"
+        """The linter line: `path:line:col: CODE message` (the fix: --explain CODE)."""
+        summary = RULES[self.code].summary
+        message = f"{summary}: {self.detail}" if self.detail else summary
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {message}"
+
+
+class LintError(Exception):
+    """A file that could not be checked at all (undecodable, unreadable, nested too deeply)."""
 
 
 def _dotted(node: ast.AST) -> str:
@@ -108,21 +151,83 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
+def _last(node: ast.AST) -> str:
+    """The last part of a dotted name or of a call's function: `DataParallel`, `cuda`, ''."""
+    target = node.func if isinstance(node, ast.Call) else node
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    return target.id if isinstance(target, ast.Name) else ""
+
+
 def _keyword(call: ast.Call, name: str | None) -> ast.keyword | None:
     """The `name=` keyword of a call; name None finds `**kwargs` (then anything may be passed)."""
     return next((kw for kw in call.keywords if kw.arg == name), None)
 
 
-def _device_literals(node: ast.AST | None) -> list[str]:
-    """Accelerator names hard-coded in an expression: "cuda:1", f"cuda:{rank}", a if c else b."""
+def _string(node: ast.AST | None) -> str | None:
+    """The value of a string constant, else None."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _guard(test: ast.AST) -> str | None:
+    """_CUDA if the test being true establishes CUDA, _NOT_CUDA if it being false does, else None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}.get(_guard(test.operand) or "")
+    if isinstance(test, ast.BoolOp):  # `a and b` true: both hold; `a or b` false: neither holds
+        strong, weak = (_CUDA, _NOT_CUDA) if isinstance(test.op, ast.And) else (_NOT_CUDA, _CUDA)
+        guards = [_guard(v) for v in test.values]
+        return strong if strong in guards else weak if all(g == weak for g in guards) else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        return _compare_guard(test.left, test.ops[0], test.comparators[0])
+    if isinstance(test, ast.Call):
+        name = _dotted(test.func)
+        accelerator = any(a in name for a in ("cuda", "mps", "xpu", "accelerator"))
+        return _CUDA if accelerator and name.endswith((".is_available", ".device_count")) else None
+    return _flag_guard(test)
+
+
+def _flag_guard(node: ast.AST) -> str | None:
+    """`use_cuda`, `args.gpu`, `x.is_cuda`: flags whose names say CUDA is on (or `no_cuda`: off)."""
+    name = _last(node).lower()
+    if not name or isinstance(node, ast.Call):
+        return None
+    if "no_cuda" in name or "no_gpu" in name or "cpu" in name:
+        return _NOT_CUDA
+    return _CUDA if any(a in name for a in ("cuda", "gpu", "nccl", "mps", "xpu")) else None
+
+
+def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST) -> str | None:
+    """`device.type == "cuda"`, `"cuda" in str(d)`, `backend == "nccl"`, `args.gpu is not None`."""
+    literal = _string(right) if _string(left) is None else _string(left)
+    other = left if _string(left) is None else right
+    if literal is not None:
+        positive = isinstance(op, (ast.Eq, ast.In))
+        if not positive and not isinstance(op, (ast.NotEq, ast.NotIn)):
+            return None
+        if literal.startswith(("cuda", "nccl")):
+            return _CUDA if positive else _NOT_CUDA
+        return (_NOT_CUDA if positive else _CUDA) if literal == "cpu" else None
+    base = _guard(other) if isinstance(other, ast.Call) else _flag_guard(other)
+    if base is None:
+        return None
+    negative = isinstance(op, (ast.Is, ast.Eq)) or \
+        (isinstance(op, (ast.Lt, ast.LtE)) and isinstance(right, ast.Constant))
+    return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}[base] if negative else base
+
+
+def _device_literals(node: ast.AST | None) -> list[tuple[str, bool]]:
+    """Accelerator names hard-coded in an expression, each with True where a CUDA test guards it."""
     if isinstance(node, ast.IfExp):
-        return _device_literals(node.body) + _device_literals(node.orelse)
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [node.value] if _ACCELERATOR.match(node.value.strip()) else []
+        guard = _guard(node.test)
+        return [(s, g or guard == _CUDA) for s, g in _device_literals(node.body)] + \
+            [(s, g or guard == _NOT_CUDA) for s, g in _device_literals(node.orelse)]
+    text = _string(node)
+    if text is not None:
+        return [(text, False)] if _ACCELERATOR.match(text.strip()) else []
     if isinstance(node, ast.JoinedStr) and node.values:
         head = node.values[0]  # f"cuda:{rank}" starts with the constant "cuda:"
         if isinstance(head, ast.Constant) and re.match(r"(cuda|xpu|hpu|npu):", str(head.value)):
-            return [str(head.value) + "{...}"]
+            return [(str(head.value) + "{...}", False)]
     return []
 
 
@@ -135,7 +240,7 @@ def _moves_device(call: ast.Call) -> bool:
 
 def _looks_like_module(node: ast.AST) -> bool:
     """Heuristic for DEV006: a variable whose name says it holds an nn.Module, not its state."""
-    name = (node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")).lower()
+    name = _last(node).lower() if not isinstance(node, ast.Call) else ""
     if any(part in name for part in ("state", "dict", "sd", "ckpt", "checkpoint", "weight", "param")):
         return False
     return name in ("self", "module", "net", "network") or "model" in name or name.endswith("net")
@@ -147,21 +252,144 @@ def _is_dataset(cls: ast.ClassDef) -> bool:
     return any(n.endswith("Dataset") or n in ("ImageFolder", "DatasetFolder") for n in names)
 
 
-class _Checker(ast.NodeVisitor):
-    """Walks one module's tree, keeping just enough context (class, method, scope) for the rules."""
+def _is_dict(node: ast.AST | None) -> bool:
+    """A dict display, comprehension or dict(...) call: a checkpoint, never a module."""
+    return isinstance(node, (ast.Dict, ast.DictComp)) or (isinstance(node, ast.Call) and _dotted(node.func) == "dict")
 
-    def __init__(self, path: str, allow_device_strings: bool) -> None:
-        self.path, self.allow_device_strings = path, allow_device_strings
+
+def _wraps(value: ast.AST, wrapped: set[str]) -> bool:
+    """Whether `value` is a DP/DDP wrapper: `DDP(m)`, `DataParallel(m).cuda()`, `model.to(d)` of one."""
+    while isinstance(value, (ast.Call, ast.Attribute)):
+        if isinstance(value, ast.Call) and _last(value) in _WRAPPERS:
+            return True
+        if isinstance(value, ast.Attribute) and value.attr == "module":
+            return False  # `.module` unwraps
+        if isinstance(value, ast.Attribute) and _dotted(value) in wrapped:
+            return True
+        value = value.func if isinstance(value, ast.Call) else value.value
+    return isinstance(value, ast.Name) and value.id in wrapped
+
+
+class _FileFacts:
+    """What one pre-pass over the module learns for rules that need more than the current node."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        self.moves_to_device = any(_last(c) == "cuda" or (_last(c) == "to" and (c.args or c.keywords)) for c in calls) \
+            or any(_keyword(c, "device") is not None for c in calls)
+        saves = [c for c in calls if _dotted(c.func) == "torch.save"]
+        self.cpu_saved = {self._path_key(p) for c in saves if self._from_cpu(c) for p in self._paths(c)}
+        self.pickled_objects = sorted({name for c in calls if "save" in _last(c).lower() and c.args
+                                       for name in self._objects(c.args[0])})
+        self.nccl_names = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and _string(n.value) == "nccl"
+                           for t in n.targets if isinstance(t, ast.Name)}
+        self.forward_like = self._forward_like(tree)
+
+    def _paths(self, save: ast.Call) -> list[ast.AST]:
+        """Where a torch.save writes: its path, or the path `open()`ed by the `with ... as f` around it."""
+        target = save.args[1] if len(save.args) > 1 else getattr(_keyword(save, "f"), "value", None)
+        node: ast.AST = save
+        while isinstance(target, ast.Name) and node in self.parents:
+            node = self.parents[node]
+            for item in node.items if isinstance(node, ast.With) else []:
+                var, ctx = item.optional_vars, item.context_expr
+                if isinstance(var, ast.Name) and var.id == target.id and _last(ctx) == "open" and ctx.args:
+                    return [ctx.args[0]]
+        return [target] if target is not None else []
+
+    @staticmethod
+    def _path_key(path: ast.AST) -> str:
+        """Compare paths by their last string constant (`"feat.pth"`), else by their whole expression."""
+        constants = [n.value for n in ast.walk(path) if _string(n) and "." in n.value]
+        return constants[-1] if constants else ast.dump(path)
+
+    def _from_cpu(self, save: ast.Call) -> bool:
+        """A save of CPU data: `x.cpu()`, or `m.state_dict()` after `m.cpu()`, or a file that never moves."""
+        saved = save.args[0] if save.args else None
+        if not self.moves_to_device or any(_last(n) == "cpu" for n in ast.walk(saved) if isinstance(n, ast.Call)):
+            return True
+        owner = _dotted(saved.func.value) if isinstance(saved, ast.Call) and _last(saved) == "state_dict" else ""
+        calls = (n for n in ast.walk(self._function_of(save)) if isinstance(n, ast.Call) and _last(n) == "cpu")
+        return bool(owner) and any(_dotted(c.func.value).startswith(owner) for c in calls if c.lineno < save.lineno)
+
+    def saved_on_cpu_here(self, load_path: ast.AST) -> bool:
+        """This file saved the path being loaded, from CPU tensors: no map_location is needed."""
+        return self._path_key(load_path) in self.cpu_saved
+
+    def moved_after(self, call: ast.Call) -> bool:
+        """`helper(n).to(device)`: what the call returns is moved, so where it was made does not matter."""
+        parent = self.parents.get(call)
+        return isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda", "type_as")
+
+    def starts_nccl(self, body: list[ast.stmt]) -> bool:
+        """A block that calls init_process_group(backend="nccl"): it only runs where CUDA is."""
+        for call in (c for stmt in body for c in ast.walk(stmt) if isinstance(c, ast.Call)):
+            backend = _keyword(call, "backend") or (call.args[0] if call.args else None)
+            value = backend.value if isinstance(backend, ast.keyword) else backend
+            if _last(call) == "init_process_group" and value is not None and \
+                    (_string(value) == "nccl" or _dotted(value) in self.nccl_names):
+                return True
+        return False
+
+    def _function_of(self, node: ast.AST) -> ast.AST:
+        """The innermost function (or the module) around a node."""
+        while node in self.parents and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node = self.parents[node]
+        return node
+
+    @staticmethod
+    def _objects(saved: ast.AST) -> list[str]:
+        """Names of object-like entries of a saved dict: `'args': args`, `np.array(...)`."""
+        values = saved.values if isinstance(saved, ast.Dict) else []
+        found = [_dotted(v) for v in values if _last(v).lower() in _OBJECT_NAMES and not isinstance(v, ast.Call)]
+        return found + ["a numpy array" for v in values if _dotted(getattr(v, "func", v)).startswith(("np.", "numpy."))]
+
+    def _forward_like(self, tree: ast.Module) -> set[int]:
+        """ids of forward() and of the methods/functions it calls in this file, transitively."""
+        functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        found: set[int] = set()
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            todo = [methods["forward"]] if "forward" in methods else []
+            while todo:
+                func = todo.pop()
+                if id(func) in found:
+                    continue
+                found.add(id(func))
+                for call in (c for c in ast.walk(func) if isinstance(c, ast.Call) and not self.moved_after(c)):
+                    if _dotted(call.func).startswith("self.") and _dotted(call.func).count(".") == 1:
+                        todo += [methods[call.func.attr]] if call.func.attr in methods else []
+                    elif isinstance(call.func, ast.Name) and call.func.id in functions:
+                        todo.append(functions[call.func.id])
+        return found
+
+
+class _Checker(ast.NodeVisitor):
+    """Walks one module's tree, keeping just enough context (class, method, guards, scope) for the rules."""
+
+    def __init__(self, path: str, allow_device_strings: bool, facts: _FileFacts) -> None:
+        self.path, self.allow_device_strings, self.facts = path, allow_device_strings, facts
         self.findings: list[Finding] = []
         self.parents: list[ast.AST] = []  # enclosing classes and functions, innermost last
         self.in_forward = self.in_getitem = False
+        self.guarded = 0  # > 0 while CUDA is known to be present (inside a guard)
+        self.branches = 0  # > 0 inside if/for/while/try: a rebinding there may not happen
+        self.safe_globals = 0  # > 0 inside `with torch.serialization.safe_globals(...)`
         self.wrapped: list[set[str]] = [set()]  # per function scope: names bound to DP/DDP(...)
+        self.dicts: list[set[str]] = [set()]  # per function scope: names bound to a dict
         self.wrapped_attrs: set[str] = set()  # `self.model = DDP(...)` outlives the method
         self.moved: set[int] = set()  # factory calls whose result is moved with .to()/.type_as()
 
     def report(self, node: ast.AST, code: str, detail: str = "") -> None:
         """Record a finding at the node's position (columns are 1-based, like flake8)."""
         self.findings.append(Finding(self.path, node.lineno, node.col_offset + 1, code, detail))
+
+    def report_device(self, node: ast.AST, literals: list[tuple[str, bool]]) -> None:
+        """DEV002 for a hard-coded accelerator, DEV011 where a CUDA test already guards it."""
+        if not self.allow_device_strings:
+            for literal, guarded in literals:
+                self.report(node, "DEV011" if guarded or self.guarded else "DEV002", repr(literal))
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         """Remember the class so its methods know whether they are a forward or a __getitem__."""
@@ -170,47 +398,111 @@ class _Checker(ast.NodeVisitor):
         self.parents.pop()
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        """Check defaults, then the body with forward/__getitem__ context and a fresh scope."""
+        """Check defaults, then the body with forward/__getitem__/guard context and a fresh scope."""
         self._check_default_devices(node.args)
         owner = self.parents[-1] if self.parents else None
-        saved = (self.in_forward, self.in_getitem)
+        saved = (self.in_forward, self.in_getitem, self.guarded, self.branches)
+        inherited = self.in_forward and not isinstance(owner, ast.ClassDef)
+        self.in_forward = id(node) in self.facts.forward_like or inherited
         if isinstance(owner, ast.ClassDef):
-            self.in_forward = node.name == "forward"
             self.in_getitem = node.name == "__getitem__" and _is_dataset(owner)
+        # Collectives mean a process group; device strings there run under NCCL, which needs CUDA.
+        self.guarded += any(_last(c) in _COLLECTIVES and _dotted(c.func).startswith(("dist.", "torch.distributed."))
+                            for c in ast.walk(node) if isinstance(c, ast.Call))
+        self.branches = 0
         self.parents.append(node)
         self.wrapped.append(set())
+        self.dicts.append(set())
         self.generic_visit(node)
+        self.dicts.pop()
         self.wrapped.pop()
         self.parents.pop()
-        self.in_forward, self.in_getitem = saved
+        self.in_forward, self.in_getitem, self.guarded, self.branches = saved
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_If(self, node: ast.If | ast.IfExp) -> None:
+        """Visit each branch knowing whether CUDA is established there; an early exit guards the rest."""
+        guard = _guard(node.test)
+        if isinstance(node, ast.If) and self.facts.starts_nccl(node.body):
+            guard = _CUDA
+        self.visit(node.test)
+        self._visit_branch(node.body, guard == _CUDA)
+        self._visit_branch(node.orelse, guard == _NOT_CUDA)
+        body = node.body if isinstance(node.body, list) else []
+        if guard == _NOT_CUDA and body and _exits(body[-1]):
+            self.guarded += 1  # `if not torch.cuda.is_available(): return`; restored when the function ends
+
+    visit_IfExp = visit_If
+
+    def _visit_branch(self, body: list[ast.stmt] | ast.expr, guarded: bool) -> None:
+        """Visit statements (or an expression) that run only on one side of a test."""
+        self.guarded += guarded
+        self.branches += 1
+        for child in body if isinstance(body, list) else [body]:
+            self.visit(child)
+        self.branches -= 1
+        self.guarded -= guarded
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        """`assert torch.cuda.is_available()` guards everything after it."""
+        self.generic_visit(node)
+        self.guarded += _guard(node.test) == _CUDA
+
+    def generic_branch(self, node: ast.AST) -> None:
+        """Loops and try blocks may not run: a rebinding inside them does not forget a wrapper."""
+        self.branches += 1
+        self.generic_visit(node)
+        self.branches -= 1
+
+    visit_For = visit_AsyncFor = visit_While = visit_Try = generic_branch
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        """`with torch.serialization.safe_globals([...]):` makes the loads inside deliberate."""
+        trusted = any(_last(item.context_expr) == "safe_globals" for item in node.items)
+        self.safe_globals += trusted
+        self.generic_visit(node)
+        self.safe_globals -= trusted
+
+    visit_AsyncWith = visit_With
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        """DEV010: `torch.cuda.FloatTensor` and friends exist only with CUDA."""
+        if _TYPED_CUDA.match(_dotted(node)) and not self.guarded:
+            self.report(node, "DEV010", _dotted(node))
+        self.generic_visit(node)
 
     def _check_default_devices(self, args: ast.arguments) -> None:
         """DEV002 for `def f(device="cuda")`: a hidden default device is still a hard-coded one."""
         params = args.posonlyargs + args.args
-        pairs = list(zip(params[len(params) - len(args.defaults):], args.defaults))
-        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        pairs = list(zip(params[len(params) - len(args.defaults):], args.defaults, strict=True))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
         for param, default in pairs:
-            if "device" in param.arg and not self.allow_device_strings:
-                for literal in _device_literals(default):
-                    self.report(default, "DEV002", repr(literal))
+            if "device" in param.arg:
+                self.report_device(default, _device_literals(default))
 
     def visit_Assign(self, node: ast.Assign | ast.AnnAssign) -> None:
-        """Track which names hold a DataParallel/DDP wrapper (rebinding forgets it)."""
+        """Track names holding a DP/DDP wrapper or a dict; DEV002 for `device = "cuda"`."""
         self.generic_visit(node)
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        is_wrapper = isinstance(node.value, ast.Call) and \
-            _dotted(node.value.func).rsplit(".", 1)[-1] in _WRAPPERS
         for target in targets:
             name = _dotted(target)
+            if "device" in _last(target).lower() and not _last(target).lower().endswith("type"):
+                self.report_device(node.value, _device_literals(node.value))
+            if not name or node.value is None:
+                continue
             scope = self.wrapped_attrs if isinstance(target, ast.Attribute) else self.wrapped[-1]
-            if name and is_wrapper:
-                scope.add(name)
-            elif name:
-                scope.discard(name)
+            self._rebind(scope, name, _wraps(node.value, self.wrapped_attrs | set().union(*self.wrapped)))
+            self._rebind(self.dicts[-1], name, _is_dict(node.value))
 
     visit_AnnAssign = visit_Assign
+
+    def _rebind(self, names: set[str], name: str, holds: bool) -> None:
+        """Add a name that now holds the thing; forget it only when the rebinding surely runs."""
+        if holds:
+            names.add(name)
+        elif not self.branches:
+            names.discard(name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         """DEV005: `from .config import DEVICE` copies a value that is only set at start-up."""
@@ -225,22 +517,28 @@ class _Checker(ast.NodeVisitor):
         method = func.attr if isinstance(func, ast.Attribute) else ""
         if method in ("to", "cuda", "type_as"):
             self._mark_moved(func.value, node)
-        if method == "cuda":
+        if method == "cuda" and not self.guarded:
             self.report(node, "DEV001")
         self._check_device_strings(node, method)
         name = _dotted(func)
-        if name == "torch.load":
-            self._check_load(node)
-        if name == "torch.save" and node.args and _looks_like_module(node.args[0]):
+        if name in ("torch.load", "torch.jit.load"):
+            self._check_load(node, name)
+        if name == "torch.save" and node.args and _looks_like_module(node.args[0]) \
+                and _dotted(node.args[0]) not in self.dicts[-1]:
             self.report(node, "DEV006", f"{_dotted(node.args[0]) or 'object'} is saved whole")
         if self.in_forward and name.startswith("torch.") and name[6:] in _FACTORIES:
-            if id(node) not in self.moved and not _keyword(node, "device") and not _keyword(node, None):
-                self.report(node, "DEV007", f"{name}() is created on the CPU")
+            self._check_factory(node, name)
         if self.in_getitem and (method == "cuda" or (method == "to" and _moves_device(node))):
             self.report(node, "DEV008")
-        if method == "state_dict":
-            self._check_wrapped_state_dict(func.value, node)
+        if method == "state_dict" and _wraps(func.value, self.wrapped_attrs | set().union(*self.wrapped)) \
+                and self._kept(node):
+            self.report(node, "DEV009", f"{_dotted(func.value) or 'the wrapper'} is still wrapped")
         self.generic_visit(node)
+
+    def _kept(self, node: ast.Call) -> bool:
+        """A state_dict() that is saved or stored, not one handed to a checking/loading function."""
+        parent = self.facts.parents.get(node)
+        return not isinstance(parent, ast.Call) or "save" in _last(parent).lower() or _last(parent) == "dict"
 
     def _mark_moved(self, receiver: ast.AST, move: ast.Call) -> None:
         """Remember the calls in `torch.arange(n)[None].float().to(x)` as moved (not DEV007)."""
@@ -252,38 +550,80 @@ class _Checker(ast.NodeVisitor):
             receiver = receiver.func if isinstance(receiver, ast.Call) else receiver.value
 
     def _check_device_strings(self, node: ast.Call, method: str) -> None:
-        """DEV002: accelerator literals given to torch.device(), .to() or any device= argument."""
-        if self.allow_device_strings:
-            return
+        """DEV002: accelerator literals in torch.device(), .to(), device= or an argparse --device default."""
         candidates = list(node.args) if method == "to" else []
+        candidates += [kw.value for kw in node.keywords if kw.arg == "map_location"]
         if _dotted(node.func) == "torch.device" and node.args:
             candidates.append(node.args[0])
         device_kw = _keyword(node, "device")
         if device_kw is not None:
             candidates.append(device_kw.value)
+        default = _keyword(node, "default")
+        if method == "add_argument" and default is not None and any("device" in (_string(a) or "") for a in node.args):
+            candidates.append(default.value)
         for candidate in candidates:
-            for literal in _device_literals(candidate):
-                self.report(candidate, "DEV002", repr(literal))
+            self.report_device(candidate, _device_literals(candidate))
 
-    def _check_load(self, node: ast.Call) -> None:
-        """DEV003/DEV004: torch.load must say where tensors go and refuse arbitrary pickles."""
+    def _check_load(self, node: ast.Call, name: str) -> None:
+        """DEV003/DEV004: a load must say where tensors go and refuse arbitrary pickles."""
         if _keyword(node, None):
             return  # the caller forwards options we cannot see
-        if len(node.args) < 2 and _keyword(node, "map_location") is None:
-            self.report(node, "DEV003")
+        saved_here = bool(node.args) and self.facts.saved_on_cpu_here(node.args[0])
+        if len(node.args) < 2 and _keyword(node, "map_location") is None and not saved_here:
+            self.report(node, "DEV003", name if name != "torch.load" else "")
+        if name != "torch.load" or self.safe_globals:
+            return  # torch.jit.load runs no pickle; safe_globals means the allow-list was chosen
         weights_only = _keyword(node, "weights_only")
+        objects = self.facts.pickled_objects
+        advice = f"; the checkpoint pickles {', '.join(objects)}: save plain values" if objects else ""
         if weights_only is None:
-            self.report(node, "DEV004", "not given")
+            self.report(node, "DEV004", "not given" + advice)
         elif isinstance(weights_only.value, ast.Constant) and not weights_only.value.value:
-            self.report(node, "DEV004", "weights_only=False")
+            self.report(node, "DEV004", "weights_only=False" + advice)
 
-    def _check_wrapped_state_dict(self, receiver: ast.AST, node: ast.Call) -> None:
-        """DEV009: `ddp_model.state_dict()` keys carry 'module.'; unwrap with .module first."""
-        name = _dotted(receiver)
-        wrapped_call = isinstance(receiver, ast.Call) and \
-            _dotted(receiver.func).rsplit(".", 1)[-1] in _WRAPPERS
-        if wrapped_call or (name and (name in self.wrapped_attrs or any(name in s for s in self.wrapped))):
-            self.report(node, "DEV009", f"{name or 'the wrapper'} is still wrapped")
+    def _check_factory(self, node: ast.Call, name: str) -> None:
+        """DEV007 unless the tensor is moved, given a device, or only used on the host."""
+        if id(node) in self.moved or _keyword(node, "device") or _keyword(node, None):
+            return
+        if not _host_only(node, self.facts.parents):
+            self.report(node, "DEV007", f"{name}() is created on the CPU")
+
+
+def _exits(statement: ast.stmt) -> bool:
+    """A statement that leaves the block: return, raise, continue, break, sys.exit()/exit()."""
+    if isinstance(statement, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+        return True
+    return isinstance(statement, ast.Expr) and _last(statement.value) in ("exit", "quit", "_exit")
+
+
+def _host_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Whether a tensor (maybe wrapped in more torch calls) feeds only host-side bookkeeping."""
+    while isinstance(parents.get(node), (ast.Call, ast.Subscript, ast.Attribute, ast.keyword)):
+        parent = parents[node]
+        if isinstance(parent, ast.Attribute) and parent.attr in _HOST_USES:
+            return True
+        if isinstance(parent, ast.Call) and node is not parent.func and not _dotted(parent.func).startswith("torch."):
+            return _last(parent) in _HOST_USES
+        node = parent
+    assign = parents.get(node)
+    if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+        return False
+    function = assign
+    while function in parents and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        function = parents[function]
+    uses = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == assign.targets[0].id
+            and isinstance(n.ctx, ast.Load)]
+    return bool(uses) and all(_host_use(use, parents) for use in uses)
+
+
+def _host_use(name: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
+    """A use that reads values on the host: loop over it, slice with it, .item()/.tolist(), len()."""
+    parent = parents.get(name)
+    if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is name:
+        return True
+    if isinstance(parent, ast.Slice) or (isinstance(parent, ast.Attribute) and parent.attr in _HOST_USES):
+        return True
+    return isinstance(parent, ast.Call) and name is not parent.func and _last(parent) in _HOST_USES
 
 
 def _ignored(source: str) -> dict[int, set[str] | None]:
@@ -301,16 +641,30 @@ def _ignored(source: str) -> dict[int, set[str] | None]:
     return silenced
 
 
+def _matches(path: Path | str, patterns: Iterable[str]) -> bool:
+    """Whether a path matches a name (`config.py`), a path suffix (`src/setup.py`) or a glob (`tests/*`)."""
+    text = Path(path).as_posix()
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        if any(fnmatch.fnmatch(text, p) for p in (pattern, f"*/{pattern}", f"{pattern}/*", f"*/{pattern}/*")):
+            return True
+    return False
+
+
 def lint_source(source: str, filename: str = "<string>", select: Iterable[str] | None = None,
                 ignore: Iterable[str] = (), allow_devices_in: Iterable[str] = DEVICE_MODULES) -> list[Finding]:
     """Lint one module's text; DEV000 (syntax error) is reported whatever select/ignore say."""
     try:
         tree = ast.parse(source, filename)
+        checker = _Checker(filename, _matches(filename, allow_devices_in), _FileFacts(tree))
+        checker.visit(tree)
     except SyntaxError as error:
+        if "null bytes" in str(error.msg):
+            raise LintError("contains null bytes; not a Python source file") from None
         return [Finding(filename, error.lineno or 1, error.offset or 1, "DEV000", error.msg)]
-    checker = _Checker(filename, Path(filename).name in set(allow_devices_in))
-    checker.visit(tree)
-    chosen = set(select) if select else set(RULES)
+    except (RecursionError, MemoryError):
+        raise LintError("nested too deeply to check") from None
+    chosen = set(select) if select else {code for code, rule in RULES.items() if rule.default}
     chosen -= set(ignore)
     silenced = _ignored(source)
     kept = []
@@ -321,28 +675,47 @@ def lint_source(source: str, filename: str = "<string>", select: Iterable[str] |
     return sorted(set(kept))
 
 
-def python_files(path: Path) -> Iterator[Path]:
-    """The *.py files at `path`: itself if a file, else recursively, skipping venvs and build dirs."""
-    if path.is_file():
-        yield path
+def python_files(path: Path, exclude: Sequence[str] = ()) -> Iterator[Path]:
+    """The *.py files at `path`: itself if a file, else recursively, skipping venvs, build dirs and --exclude."""
+    if not path.is_dir():
+        yield path  # a file (or a broken link, which the reader reports)
         return
     for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
-        yield from (Path(root) / f for f in sorted(files) if f.endswith(".py"))
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
+                         and not _matches(Path(root) / d, exclude))
+        chosen = (Path(root) / f for f in sorted(files) if f.endswith(".py"))
+        yield from (file for file in chosen if not _matches(file, exclude))
 
 
-def lint_paths(paths: Sequence[str], **options) -> list[Finding]:
-    """Lint every Python file under the given files and folders, sorted by path, line, column."""
-    findings: list[Finding] = []
+def read_source(file: Path) -> str:
+    """A file's text, honouring PEP 263 encoding cookies; LintError says why it cannot be read."""
+    if file.is_symlink() and not file.exists():
+        raise LintError("broken symbolic link")
+    try:
+        with tokenize.open(file) as handle:
+            return handle.read()
+    except (SyntaxError, UnicodeDecodeError, LookupError) as error:
+        raise LintError(f"cannot decode as Python source ({error.__class__.__name__}: {error})") from None
+    except OSError as error:
+        raise LintError(f"cannot read ({error.strerror or error})") from None
+
+
+def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (), errors: list[str] | None = None,
+               **options) -> list[Finding]:
+    """Lint each Python file under the paths once; files that cannot be checked go to `errors`."""
+    findings: set[Finding] = set()
+    seen: set[str] = set()
     for path in paths:
-        for file in python_files(Path(path)):
+        for file in python_files(Path(path), exclude):
+            key = os.path.realpath(file)
+            if key in seen:
+                continue  # overlapping arguments (`src src/a.py`) check a file once
+            seen.add(key)
             try:
-                with tokenize.open(file) as handle:  # honours PEP 263 encoding cookies
-                    source = handle.read()
-            except (SyntaxError, UnicodeDecodeError) as error:
-                findings.append(Finding(str(file), 1, 1, "DEV000", f"cannot decode: {error}"))
-                continue
-            findings += lint_source(source, str(file), **options)
+                findings.update(lint_source(read_source(file), str(file), **options))
+            except LintError as error:
+                if errors is not None:
+                    errors.append(f"{file}: error: {error}")
     return sorted(findings)
 
 
@@ -355,34 +728,66 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line; returned so other tools can reuse it."""
     parser = argparse.ArgumentParser(prog="devicelint", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", help="files or folders to check")
-    parser.add_argument("--select", help="comma-separated codes to report (default: all)")
+    parser.add_argument("--select", help="comma-separated codes to report (default: all rules on by default)")
     parser.add_argument("--ignore", help="comma-separated codes to skip")
-    parser.add_argument("--allow-devices-in", action="append", default=[], metavar="NAME",
-                        help="another file name allowed to hold device strings (repeatable)")
+    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                        help="skip files and folders matching this glob or path (repeatable)")
+    parser.add_argument("--allow-devices-in", action="append", default=[], metavar="PATTERN",
+                        help="a file name, path or glob allowed to hold device strings (repeatable)")
     parser.add_argument("--list-rules", action="store_true", help="print the rules and exit")
+    parser.add_argument("--explain", metavar="CODE", help="print why a rule exists and how to fix it")
     return parser
 
 
+def _summary(findings: list[Finding]) -> str:
+    """One line: how many findings, in how many files, per code."""
+    counts = Counter(f.code for f in findings)
+    per_code = ", ".join(f"{code} x{n}" for code, n in sorted(counts.items()))
+    files = len({f.path for f in findings})
+    return (f"devicelint: {len(findings)} finding{'s' * (len(findings) != 1)} in {files} "
+            f"file{'s' * (files != 1)} ({per_code}); `--explain CODE` shows the fix")
+
+
+def _usage_problem(args: argparse.Namespace, select: list[str], ignore: list[str]) -> str:
+    """The first thing wrong with the command line, or ''."""
+    unknown = sorted(set(select + ignore + _codes(args.explain)) - set(RULES))
+    missing = [p for p in args.paths if not os.path.lexists(p)]
+    broken = [p for p in args.paths if os.path.lexists(p) and not os.path.exists(p)]
+    if unknown:
+        return f"unknown rule code(s): {', '.join(unknown)}"
+    if missing:
+        return f"no such file or directory: {missing[0]}"
+    if broken:
+        return f"broken symbolic link: {broken[0]}"
+    return "" if args.paths or args.list_rules or args.explain else "no paths given"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the linter: 0 clean, 1 findings, 2 bad command line or missing path."""
+    """Run the linter: 0 clean, 1 findings, 2 bad command line or a file that could not be checked."""
     args = build_parser().parse_args(argv)
-    if args.list_rules:
-        for rule in RULES.values():
-            print(f"{rule.code}  {rule.summary} ({rule.hint})")
-        return 0
     select, ignore = _codes(args.select), _codes(args.ignore)
-    unknown = sorted(set(select + ignore) - set(RULES))
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if unknown or missing or not args.paths:
-        problem = (f"unknown rule code(s): {', '.join(unknown)}" if unknown else
-                   f"no such file or directory: {missing[0]}" if missing else "no paths given")
+    problem = _usage_problem(args, select, ignore)
+    if problem:
         print(f"devicelint: {problem}", file=sys.stderr)
         return 2
-    findings = lint_paths(args.paths, select=select or None, ignore=ignore,
+    if args.list_rules or args.explain:
+        for rule in RULES.values():
+            if args.list_rules:
+                off = "" if rule.default else " [off by default]"
+                print(f"{rule.code}  {rule.summary}{off} (--explain {rule.code})")
+            elif rule.code == args.explain.strip().upper():
+                print(f"{rule.code}: {rule.summary}\n\n{rule.hint}")
+        return 0
+    errors: list[str] = []
+    findings = lint_paths(args.paths, exclude=args.exclude, errors=errors, select=select or None, ignore=ignore,
                           allow_devices_in=DEVICE_MODULES + tuple(args.allow_devices_in))
     for finding in findings:
         print(finding.format())
-    return 1 if findings else 0
+    if findings:
+        print(_summary(findings))
+    for error in errors:
+        print(error, file=sys.stderr)
+    return 2 if errors else 1 if findings else 0
 
 
 if __name__ == "__main__":
