@@ -64,8 +64,10 @@ def run(args: argparse.Namespace) -> int:
         print(note)
     memory_format = torch.channels_last if trained.get("channels_last") else torch.contiguous_format
     model = model.to(memory_format=memory_format)
-    dataset = data.image_folder(Path(args.data) if args.data else data.DEMO_ROOT, args.split, state["image_size"],
-                                train=False)
+    # Preprocessing and the --val-split division of a folder of class folders, as training had them
+    prep = run_checkpoint.preprocessing(state)
+    dataset = data.image_folder(Path(args.data) if args.data else data.DEMO_ROOT, args.split, prep, train=False,
+                                val_split=run_checkpoint.val_split(state), seed=trained.get("seed", 0))
     if dataset.classes != class_names:
         raise data.DataError(f"{args.split}/ holds classes {dataset.classes}, but the checkpoint knows {class_names}")
     loader = data.build_loader(dataset, args.batch_size or trained.get("batch_size", 64), device, train=False,
@@ -80,8 +82,7 @@ def run(args: argparse.Namespace) -> int:
     png = save_figure(confusion_figure(matrix, class_names), args.out or default_png(args.checkpoint, args.split))
     print(f"confusion matrix: {png}")
     images, targets, predictions, probabilities = mistakes.result()
-    grid = mistakes_figure(images, targets, predictions, probabilities, class_names, mean=data.IMAGENET_MEAN,
-                           std=data.IMAGENET_STD)
+    grid = mistakes_figure(images, targets, predictions, probabilities, class_names, mean=prep.mean, std=prep.std)
     png = save_figure(grid, args.mistakes or default_png(args.checkpoint, args.split, "mistakes"))
     print(f"most confident mistakes ({len(targets)}): {png}")
     return 0

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     device = torch.device("cpu")  # a graph traced on a GPU would name that GPU; the CPU's is portable
     state = run_checkpoint.read(args.checkpoint)
     model = run_checkpoint.model_from_state(state, device, args.checkpoint).eval()
-    metadata = exported.Metadata.from_state(state)
+    metadata = exported.Metadata(**run_checkpoint.inference_metadata(state))
     size = metadata.image_size
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(args.batch_size, 3, size, size, generator=generator)  # (B, 3, H, W), normalised

@@ -110,7 +110,7 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> exported.P
         return exported.load(args.checkpoint, device)
     state = run_checkpoint.read(args.checkpoint)
     model = run_checkpoint.model_from_state(state, device, args.checkpoint).eval()
-    metadata = exported.Metadata.from_state(state)
+    metadata = exported.Metadata(**run_checkpoint.inference_metadata(state))
     return exported.TorchPredictor(half_copy(model) if args.half else model, metadata, device)
 
 
@@ -144,7 +144,7 @@ def predict(args: argparse.Namespace) -> int:
     paths = expand_inputs(args.inputs, warn)
     if not paths:
         raise DataError(f"no images found in {' '.join(args.inputs)}")
-    dataset = ImagePaths(paths, build_transforms(predictor.metadata.image_size, train=False))
+    dataset = ImagePaths(paths, build_transforms(predictor.metadata.preprocessing(), train=False))
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
                         collate_fn=collate_readable, pin_memory=device.type == "cuda")
     k = min(args.topk, len(class_names))

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from {{ cookiecutter.package_name }} import (
+    backbones,
     cache,
     checkpoint,
     cli,
@@ -24,6 +25,7 @@ from {{ cookiecutter.package_name }} import (
     data,
     devices,
     engine,
+    finetune,
     interrupts,
     loss,
     model,
@@ -43,7 +45,9 @@ def get_args_parser() -> argparse.ArgumentParser:
     """The training flags; defaults come from TrainConfig."""
     d = config.TrainConfig()
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=d.data, help="ImageFolder root with train/ and val/ (default: built-in demo data)")
+    p.add_argument("--data", default=d.data,
+                   help="ImageFolder root with train/ and val/, or class folders split by --val-split "
+                        "(default: built-in demo data)")
     p.add_argument("--device", default=d.device,
                    help=f"auto, cpu, cuda, cuda:N, mps, xpu "
                         f"(default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE})")
@@ -53,7 +57,8 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=d.workers, help="DataLoader worker processes")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--image-size", type=int, default=d.image_size,
-                   help=f"default: {data.DEMO_IMAGE_SIZE} for the demo data, else what the backbone expects")
+                   help=f"default: {data.DEMO_IMAGE_SIZE} for the demo data; the weights' crop when pretrained; "
+                        "else the data's typical image size")
     p.add_argument("--backbone", default=d.backbone, help="any torchvision classification model name")
     # None = not given: the project default then applies, falling back with a note where it cannot run
     p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=None,
@@ -68,8 +73,9 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-budget-mb", type=int, default=d.cache_budget_mb,
                    help="memory --cache-images may use; larger datasets are refused (default: %(default)s)")
     p.add_argument("--compile", action="store_true", default=d.compile, help="torch.compile the model")
-    p.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=d.pretrained,
-                   help="start from ImageNet weights (needs a download or a cached file)")
+    # None = not given: the project default then applies, falling back to scratch with a note when offline
+    p.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"start from ImageNet weights (needs a download or a cached file; default: {d.pretrained})")
     p.add_argument("--label-smoothing", type=float, default=d.label_smoothing)
     p.add_argument("--out", default=d.out, help="run directory for checkpoints, metrics and plots")
     p.add_argument("--resume", default=d.resume, help="a checkpoint file or a run directory to continue")
@@ -80,6 +86,7 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true", help="print the model's device report, and tracebacks on failure")
     p.add_argument("--debug-devices", action="store_true",
                    help="guard every submodule: a misplaced input names the submodule and both devices")
+    finetune.add_arguments(p, d)
     return p
 
 
@@ -106,19 +113,11 @@ def check_numbers(cfg: config.TrainConfig) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
     if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
         raise ConfigError("--workers must be >= 0 and --image-size >= 16")
-
-
-def default_image_size(cfg: config.TrainConfig) -> int:
-    """The demo's native size, the pretrained weights' crop size, or the usual 224."""
+    backbones.check_backbone(cfg.backbone)
     if cfg.image_size:
-        return cfg.image_size
-    if cfg.data is None:
-        return data.DEMO_IMAGE_SIZE
-    if cfg.pretrained:
-        from torchvision.models import get_model_weights
-
-        return get_model_weights(cfg.backbone).DEFAULT.transforms().crop_size[0]
-    return 224
+        backbones.check_image_size(cfg.backbone, cfg.image_size)
+    for problem in finetune.check_config(cfg):
+        raise ConfigError(problem)
 
 
 def resolve_modes(cfg: config.TrainConfig, device: torch.device) -> tuple[config.TrainConfig, list[str]]:
@@ -126,8 +125,12 @@ def resolve_modes(cfg: config.TrainConfig, device: torch.device) -> tuple[config
     defaults = config.TrainConfig()  # the template's answers
     parallel_mode, parallel_note = parallel.resolve_parallel(cfg.parallel, defaults.parallel, device)
     precision_name, precision_note = precision.resolve_precision(cfg.precision, defaults.precision, device)
-    notes = [note for note in (parallel_note, precision_note) if note]
-    return dataclasses.replace(cfg, parallel=parallel_mode, precision=precision_name), notes
+    # --resume and --init-from bring their own weights; otherwise the default may fall back when offline
+    explicit = cfg.pretrained is not None
+    requested = (cfg.pretrained if explicit else defaults.pretrained) and not (cfg.resume or cfg.init_from)
+    pretrained, pretrained_note = model.resolve_pretrained(cfg.backbone, requested, explicit)
+    notes = [note for note in (parallel_note, precision_note, pretrained_note) if note]
+    return dataclasses.replace(cfg, parallel=parallel_mode, precision=precision_name, pretrained=pretrained), notes
 
 
 class Run:
@@ -142,8 +145,15 @@ class Run:
         self.policy = precision.make_policy(cfg.precision, device)
         with parallel.main_process_first():  # under ddp, one rank writes the demo data
             root = Path(cfg.data) if cfg.data else data.write_demo_dataset(data.DEMO_ROOT)
-        self.image_size = default_image_size(cfg)
-        train_set, val_set = data.load_splits(root, self.image_size)
+        # The weights' own preprocessing: a checkpoint's when continuing or starting from one
+        source = run_checkpoint.read(cfg.resume or cfg.init_from) if cfg.resume or cfg.init_from else None
+        if source and not cfg.image_size:
+            self.preprocessing = run_checkpoint.preprocessing(source)
+        else:
+            self.preprocessing = data.choose_preprocessing(cfg.backbone, cfg.data and root, cfg.image_size,
+                                                           cfg.pretrained)
+        self.image_size = self.preprocessing.image_size
+        train_set, val_set = data.load_splits(root, self.preprocessing, val_split=cfg.val_split, seed=cfg.seed)
         if cfg.cache_images:  # decode once: small runs become compute-bound (see cache.py)
             train_set, val_set = cache.cache_splits(train_set, val_set, self.image_size, cfg.cache_budget_mb,
                                                     cfg.workers)
@@ -154,31 +164,41 @@ class Run:
                                             sampler=parallel.eval_shard(val_set))
         self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
         self.model = model.build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained,
-                                       device=device).to(memory_format=self.memory_format)
+                                       device=device, image_size=self.image_size).to(memory_format=self.memory_format)
+        if cfg.init_from:  # a fresh head where the classes differ
+            self.fresh = run_checkpoint.init_model_from(source, self.model, cfg.init_from)
         class_weights = loss.balanced_class_weights(data.class_counts(train_set))
         self.loss_fn = loss.WeightedCrossEntropy(class_weights, cfg.label_smoothing).to(device)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        steps = cfg.epochs * len(self.train_loader)
-        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=max(steps, 1))
+        self.optimizer = finetune.make_optimizer(self.model, cfg)
+        self.scheduler = finetune.make_scheduler(self.optimizer, cfg, len(self.train_loader))
         self.scaler = self.policy.grad_scaler()
+        self.ema = finetune.make_ema(self.model, cfg.ema) if cfg.ema else None
+        self.mix = finetune.batch_mixer(cfg.mixup, cfg.cutmix, len(self.class_names))
+        finetune.freeze_backbone(self.model, finetune.backbone_frozen(1, cfg.freeze_backbone, cfg.unfreeze_at))
         self.wrapped_model = parallel.wrap_model(self.model, cfg.parallel, device, compile=cfg.compile)
         self.start_epoch, self.best_acc, self.rows = 1, -1.0, []
         self.stop = interrupts.StopRequest()  # flagged by SIGINT/SIGTERM once train() installs it
         self.logger, self.step_losses = tracking.Logger(), None  # open_logger() replaces the no-op logger
 
-    def state(self, epoch: int) -> dict:
-        """A checkpoint of this run after `epoch` (layout: run_checkpoint.py)."""
+    @property
+    def steps_per_epoch(self) -> int:
+        """Optimizer steps in one epoch (batches grouped by --accum-steps): the logger's step axis."""
+        return finetune.optimizer_steps_per_epoch(len(self.train_loader), self.cfg.accum_steps)
+
+    def state(self, epoch: int, weights: str = "model") -> dict:
+        """A checkpoint of this run after `epoch` (layout: run_checkpoint.py); `weights="ema"`: the average's."""
         return run_checkpoint.training_state(
             model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler,
             loss_fn=self.loss_fn, epoch=epoch, best_val_acc=self.best_acc, config=self.cfg.to_dict(),
-            class_names=self.class_names, image_size=self.image_size, metrics=self.rows)
+            class_names=self.class_names, image_size=self.image_size, metrics=self.rows,
+            preprocessing=self.preprocessing, ema=self.ema, weights=weights)
 
     def resume(self, path: str) -> None:
         """Continue after the last completed epoch of a checkpoint."""
         state = run_checkpoint.read(path, map_location=self.device)
         run_checkpoint.check_classes(state, self.class_names, path)
         run_checkpoint.restore_training(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                                        scaler=self.scaler, source=path)
+                                        scaler=self.scaler, source=path, ema=self.ema)
         self.start_epoch, self.best_acc = state["epoch"] + 1, state["best_val_acc"]
         self.rows = run_checkpoint.metrics_until_epoch(state, outputs.read_metrics(Path(self.cfg.out) / "metrics.csv"))
 
@@ -191,49 +211,61 @@ def run_epoch(run: Run, epoch: int) -> dict:
     # Under ddp the stop request is settled between epochs (all ranks must agree), not per step.
     after_step = None if parallel.is_distributed() else functools.partial(run.stop.check, epoch)
     progress = parallel.is_main_process()
+    cfg = run.cfg
+    if finetune.freeze_backbone(run.model, finetune.backbone_frozen(epoch, cfg.freeze_backbone, cfg.unfreeze_at)):
+        # DDP and torch.compile take note of which parameters train when they wrap: wrap again
+        run.wrapped_model = parallel.wrap_model(run.model, cfg.parallel, run.device, compile=cfg.compile)
     step_losses = [] if run.logger.wants_step_losses else None
     train_stats = engine.train_one_epoch(run.wrapped_model, run.loss_fn, run.optimizer, run.train_loader, run.device,
-                                   policy=run.policy, scaler=run.scaler, scheduler=run.scheduler, epoch=epoch,
-                                   progress=progress, memory_format=run.memory_format, after_step=after_step,
-                                   step_losses=step_losses)
+                                         policy=run.policy, scaler=run.scaler, scheduler=run.scheduler, epoch=epoch,
+                                         progress=progress, memory_format=run.memory_format, after_step=after_step,
+                                         accum_steps=cfg.accum_steps, clip_grad=cfg.clip_grad, ema=run.ema,
+                                         mix=run.mix, step_losses=step_losses)
     run.step_losses = torch.stack(step_losses) if step_losses else None  # on the device; logged per epoch
     interrupts.pause_point(f"validate:{epoch}")
     val_stats = engine.evaluate(parallel.for_evaluation(run.wrapped_model), run.loss_fn, run.val_loader, run.device,
                                 policy=run.policy, progress=progress, memory_format=run.memory_format)
-    return {"epoch": epoch, "train_loss": round(train_stats.loss, 6), "train_acc": round(train_stats.acc, 6),
-            "val_loss": round(val_stats.loss, 6), "val_acc": round(val_stats.acc, 6),
-            "lr": run.optimizer.param_groups[0]["lr"],
-            "epoch_time_s": round(train_stats.seconds + val_stats.seconds, 3),
-            "images_per_s": round(train_stats.images_per_s, 1)}
+    row = {"epoch": epoch, "train_loss": round(train_stats.loss, 6), "train_acc": round(train_stats.acc, 6),
+           "val_loss": round(val_stats.loss, 6), "val_acc": round(val_stats.acc, 6),
+           "lr": run.optimizer.param_groups[-1]["lr"],  # the head's (the backbone's is lr * --backbone-lr-scale)
+           "epoch_time_s": round(train_stats.seconds + val_stats.seconds, 3),
+           "images_per_s": round(train_stats.images_per_s, 1)}
+    if run.ema is not None:  # the averaged weights are validated too: best.pt keeps whichever is better
+        ema_stats = engine.evaluate(run.ema.module, run.loss_fn, run.val_loader, run.device, policy=run.policy,
+                                    progress=progress, memory_format=run.memory_format)
+        row.update(ema_val_loss=round(ema_stats.loss, 6), ema_val_acc=round(ema_stats.acc, 6))
+    return row
 
 
 def log_epoch(run: Run, row: dict) -> None:
     """Report the epoch to the logger, before its checkpoint: a resume from the one before purges and redoes it."""
-    run.logger.log_epoch(row, run.step_losses, last_step=row["epoch"] * len(run.train_loader))
+    run.logger.log_epoch(row, run.step_losses, last_step=row["epoch"] * run.steps_per_epoch)
 
 
 def open_logger(run: Run, out: Path) -> None:
     """The run's logger on rank 0; a resumed run's logger drops what an interrupted epoch had logged."""
     if parallel.is_main_process():
-        first_step = (run.start_epoch - 1) * len(run.train_loader) + 1  # global optimizer steps count from 1
+        first_step = (run.start_epoch - 1) * run.steps_per_epoch + 1  # global optimizer steps count from 1
         run.logger = tracking.open_logger(run.cfg.logger, out, purge_step=first_step, hparams=run.cfg.to_dict())
 
 
 def save_epoch(run: Run, row: dict, out: Path) -> None:
     """Write last.pt, best.pt when validation improved, metrics.csv and curves.png."""
     run.rows.append(row)
-    improved = row["val_acc"] > run.best_acc
-    run.best_acc = max(run.best_acc, row["val_acc"])
+    score, weights = finetune.epoch_score(row)
+    improved = score > run.best_acc
+    run.best_acc = max(run.best_acc, score)
     if not parallel.is_main_process():  # under ddp, rank 0 alone writes
         return
     state = run.state(row["epoch"])
+    best = state if weights == "model" else run.state(row["epoch"], weights=weights)
     outputs.write_metrics(out / "metrics.csv", run.rows)
     plots.save_figure(plots.curves_figure(run.rows), out / "curves.png")
     # last.pt is written last: it is the commit point that --resume continues from, so a kill
     # before it only repeats this epoch (and rewrites the same metrics and best.pt).
     for name in ("best.pt", "last.pt") if improved else ("last.pt",):
         pause = functools.partial(interrupts.pause_point, f"save:{name}:{row['epoch']}")
-        run_checkpoint.save(out / name, state, before_replace=pause)
+        run_checkpoint.save(out / name, best if name == "best.pt" else state, before_replace=pause)
 
 
 def train_epochs(run: Run, out: Path) -> None:
@@ -249,10 +281,15 @@ def train_epochs(run: Run, out: Path) -> None:
         save_epoch(run, row, out)
         parallel.print_main(f"epoch {epoch}/{cfg.epochs}  train_loss {row['train_loss']:.4f}  "
                             f"train_acc {row['train_acc']:.3f}  val_loss {row['val_loss']:.4f}  "
-                            f"val_acc {row['val_acc']:.3f}  {row['images_per_s']:.0f} img/s")
+                            f"val_acc {row['val_acc']:.3f}  {row['images_per_s']:.0f} img/s"
+                            + (f"  ema_val_acc {row['ema_val_acc']:.3f}" if "ema_val_acc" in row else ""))
         signum = parallel.first_on_any_rank(run.stop.signum)
         if signum is not None:
             raise interrupts.TrainingInterrupted(signum, epoch + 1, 0)
+        if cfg.patience and finetune.epochs_without_improvement(run.rows) >= cfg.patience:
+            parallel.print_main(f"early stop: val_acc has not improved for {cfg.patience} epochs "
+                                f"(best {run.best_acc:.3f})")
+            return
 
 
 def prepare_out(run: Run, out: Path, device: torch.device) -> None:
@@ -263,6 +300,7 @@ def prepare_out(run: Run, out: Path, device: torch.device) -> None:
     outputs.write_json(out / "config.json", {**cfg.to_dict(), "resolved_device": str(device),
                                              "device_identity": devices.device_identity(device),  # which card
                                              "image_size": run.image_size, "class_names": run.class_names,
+                                             "preprocessing": run.preprocessing.to_dict(),
                                              "environment": outputs.run_environment()})  # to rerun it
     if cfg.resume:  # what a kill mid-write left behind
         checkpoint.remove_partial_writes(out)
@@ -285,6 +323,10 @@ def train(cfg: config.TrainConfig, *, verbose: bool = False, debug_devices: bool
         parallel.print_main(note)
     reproducibility.seed_everything(cfg.seed)  # the initial weights too: same seed, same run
     run = Run(cfg, device)
+    parallel.print_main(f"image size: {run.image_size} px, {run.preprocessing.reason}")
+    if cfg.init_from:
+        fresh = f"; a fresh {', '.join(run.fresh)}" if run.fresh else ""
+        parallel.print_main(f"init: weights from {cfg.init_from}{fresh}")
     if verbose:
         parallel.print_main(devices.device_report(run.model))
     if debug_devices:

@@ -108,3 +108,16 @@ def fake_cuda(monkeypatch):
                 for index, free in enumerate(free_gib)]
         return FakeCuda(monkeypatch, gpus)
     return install
+
+
+@pytest.fixture(autouse=True)
+def offline_weights(tmp_path_factory, monkeypatch):
+    """Tests run as on a machine without internet: an empty hub cache (TORCH_HOME) and no downloads, so
+    the project's pretrained default falls back to training from scratch, as it does offline."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path_factory.mktemp("torch-home")))
+    monkeypatch.setattr("urllib.request.urlopen", _no_network)
+
+
+def _no_network(*args, **kwargs):
+    """Stand in for a machine without internet (downloading is not what any test checks)."""
+    raise OSError("network is unreachable (tests run offline)")

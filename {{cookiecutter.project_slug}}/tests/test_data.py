@@ -71,3 +71,47 @@ def test_corrupt_image_is_a_data_error_naming_the_file(tiny_data, tmp_path):
     train_set, _ = load_splits(root, 16)
     with pytest.raises(DataError, match="0000.png"):
         train_set[0]
+
+
+def _class_folders(root, sizes_per_class, size=28):
+    """Class folders straight under `root` (no train/ or val/), `size`-px PNGs."""
+    for name, count in sizes_per_class.items():
+        (root / name).mkdir(parents=True)
+        for i in range(count):
+            Image.new("RGB", (size, size), (i * 20 % 255, 0, 0)).save(root / name / f"{i}.png")
+    return root
+
+
+def test_class_folders_without_train_and_val_are_split_stratified_and_seeded(tmp_path):
+    """--val-split 0.2: a fifth of every class validates, the rest trains, no image in both, same split each time."""
+    from {{ cookiecutter.package_name }}.data import image_folder
+
+    root = _class_folders(tmp_path / "flat", {"a": 10, "b": 5, "c": 2})
+    train_set, val_set = load_splits(root, 16, val_split=0.2, seed=1)
+    assert class_counts(val_set).tolist() == [2, 1, 1] and class_counts(train_set).tolist() == [8, 4, 1]
+    assert not {path for path, _ in train_set.samples} & {path for path, _ in val_set.samples}
+    again = image_folder(root, "val", 16, train=False, val_split=0.2, seed=1)
+    assert again.samples == val_set.samples
+    assert image_folder(root, "val", 16, train=False, val_split=0.2, seed=2).samples != val_set.samples
+
+
+def test_the_typical_image_size_is_measured_from_the_files(tmp_path):
+    """The median shorter side of a sample of the images, read from their headers."""
+    from {{ cookiecutter.package_name }}.data import typical_image_size
+
+    assert typical_image_size(_class_folders(tmp_path / "d", {"a": 3, "b": 3}, size=28)) == 28
+
+
+def test_the_image_size_follows_the_data_the_weights_or_the_demo(tmp_path):
+    """From scratch on 28 px scans: 32 px (the lower bound), not 224; pretrained: the weights' own
+    resize, crop and normalisation; the demo: its own 64 px; each with its reason."""
+    from {{ cookiecutter.package_name }}.data import choose_preprocessing
+
+    root = _class_folders(tmp_path / "scans", {"a": 2, "b": 2}, size=28)
+    scratch = choose_preprocessing("resnet18", root, None, pretrained=False)
+    assert scratch.image_size == 32 and "28 px" in scratch.reason
+    assert choose_preprocessing("inception_v3", root, None, pretrained=False).image_size == 75
+    pretrained = choose_preprocessing("resnet18", root, None, pretrained=True)
+    assert (pretrained.image_size, pretrained.resize_size) == (224, 256) and "pretrained" in pretrained.reason
+    assert choose_preprocessing("resnet18", None, None, pretrained=True).image_size == 64
+    assert choose_preprocessing("resnet18", root, 48, pretrained=True).image_size == 48

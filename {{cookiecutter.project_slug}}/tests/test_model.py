@@ -6,14 +6,13 @@ import pytest
 import torch
 from torchvision import models
 
+from {{ cookiecutter.package_name }}.backbones import build_backbone, default_image_size
 from {{ cookiecutter.package_name }}.devices import module_device
 from {{ cookiecutter.package_name }}.model import (
     Classifier,
     WeightsError,
     build_model,
-    feature_width,
     pretrained_state_dict,
-    strip_classifier,
     weights_file,
 )
 
@@ -36,9 +35,8 @@ def test_model_moved_with_to_follows_completely(device):
 
 def test_head_is_created_on_the_backbone_device_when_built_on_meta():
     """A backbone on meta gets a head on meta: the Classifier never guesses a device."""
-    with torch.device("meta"):
-        backbone = strip_classifier(models.get_model(BACKBONE, weights=None))
-    model = Classifier(backbone, feature_width(BACKBONE), num_classes=5)
+    backbone, width = build_backbone(BACKBONE, device=torch.device("meta"))
+    model = Classifier(backbone, width, num_classes=5)
     assert model.head.weight.device.type == "meta"
     assert module_device(model).type == "meta"
 
@@ -55,7 +53,8 @@ def test_original_classifier_is_removed():
     model = build_model(BACKBONE, num_classes=4, pretrained=False, device=torch.device("meta"))
     linears = [name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
     assert linears[-1] == "head"
-    assert model.head.in_features == feature_width(BACKBONE)
+    size = default_image_size(BACKBONE)
+    assert model.head.in_features == model.backbone.eval()(torch.empty(1, 3, size, size, device="meta")).shape[-1]
     assert all(m.out_features != 1000 for m in model.modules() if isinstance(m, torch.nn.Linear))
 
 
@@ -93,3 +92,19 @@ def test_missing_pretrained_weights_name_the_file_and_the_flag(tmp_path, monkeyp
 def _refuse_network(*args, **kwargs):
     """Stand in for a machine without internet (the download itself is not what is tested)."""
     raise OSError("network is unreachable")
+
+
+def test_default_pretrained_falls_back_to_scratch_with_a_note_when_offline(tmp_path, monkeypatch):
+    """The project's pretrained default, offline and uncached: one note naming the file, then from scratch;
+    an explicit --pretrained still stops with WeightsError; a cached file is used."""
+    from {{ cookiecutter.package_name }}.model import resolve_pretrained
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    monkeypatch.setattr("urllib.request.urlopen", _refuse_network)
+    pretrained, note = resolve_pretrained(BACKBONE, requested=True, explicit=False)
+    assert not pretrained and os.path.basename(weights_file(BACKBONE)) in note and "\n" not in note
+    with pytest.raises(WeightsError):
+        resolve_pretrained(BACKBONE, requested=True, explicit=True)
+    assert resolve_pretrained(BACKBONE, requested=False, explicit=True) == (False, None)
+    _write_fake_weights()
+    assert resolve_pretrained(BACKBONE, requested=True, explicit=False) == (True, None)

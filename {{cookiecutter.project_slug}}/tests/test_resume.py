@@ -71,12 +71,12 @@ def _wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = 
         time.sleep(0.05)
 
 
-def _train(data: Path, out: Path, workers: int = 0, *, resume: bool = False) -> None:
+def _train(data: Path, out: Path, workers: int = 0, *, resume: bool = False, flags: tuple[str, ...] = ()) -> None:
     """Run train.py's main() to completion in this process (saves an interpreter start), on one thread too."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        assert train.main(_command(data, out, workers, resume)[2:]) == 0
+        assert train.main([*_command(data, out, workers, resume)[2:], *flags]) == 0
     finally:
         torch.set_num_threads(threads)
 
@@ -204,3 +204,29 @@ def test_a_second_ctrl_c_aborts_at_once_and_leaves_last_pt_whole(tiny_data, tmp_
     assert process.wait(timeout=60) == 130
     assert "Traceback" not in log.read_text()
     assert _load(out / "last.pt")["epoch"] == 0
+
+
+FINETUNE_FLAGS = ("--ema", "0.9", "--accum-steps", "2", "--warmup-epochs", "1", "--mixup", "0.2", "--cutmix", "1.0",
+                  "--freeze-backbone", "--unfreeze-at", "2", "--backbone-lr-scale", "0.5", "--clip-grad", "1.0")
+
+
+@pytest.mark.slow
+def test_fine_tuning_controls_resume_exactly_after_a_kill(tiny_data, tmp_path):
+    """With EMA, accumulation, warmup, mixup/cutmix, a backbone unfrozen at epoch 2, two learning rates and
+    clipping: SIGKILL mid-epoch 2, resume, and the final tensors (EMA included) equal an uninterrupted run's."""
+    reference_out, out, log = tmp_path / "reference", tmp_path / "run", tmp_path / "kill.log"
+    _train(tiny_data, reference_out, flags=FINETUNE_FLAGS)
+    with open(log, "wb") as handle:
+        process = subprocess.Popen([*_command(tiny_data, out, 0, False), *FINETUNE_FLAGS], cwd=PROJECT,
+                                   env=_env("step:2:1"), stdout=subprocess.DEVNULL, stderr=handle)
+    try:
+        _wait_for(process, log, "paused at step:2:1")
+    finally:
+        process.kill()
+        process.wait()
+    assert _load(out / "last.pt")["epoch"] == 1
+    _train(tiny_data, out, resume=True, flags=FINETUNE_FLAGS)  # one thread, as the others: same float sums
+    resumed, reference = _load(out / "last.pt"), _load(reference_out / "last.pt")
+    assert reference["ema"]["n_averaged"] == 2 * EPOCHS  # 3 batches of 8, two per step: 2 steps an epoch
+    assert_same_run(resumed, reference)
+    assert any(key.startswith("/ema/model/") for key, _ in _tensors(resumed))

@@ -48,7 +48,7 @@ class TrainConfig:
     label_smoothing: float = 0.0
     workers: int = 0  # DataLoader worker processes; 0 decodes in the main process
     seed: int = 0
-    image_size: int | None = None  # None: the demo's native size, else what the backbone expects
+    image_size: int | None = None  # None: the demo's size, the weights' preprocessing, or the data's typical size
     backbone: str = "{{ cookiecutter.backbone }}"
     pretrained: bool = {{ "True" if cookiecutter.pretrained == "yes" else "False" }}
     precision: str = "{{ cookiecutter.default_precision }}"  # fp32 | fp16 | bf16
@@ -60,6 +60,19 @@ class TrainConfig:
     logger: str = "none"  # none | tensorboard (event files in `out`; needs the .[tensorboard] extra)
     out: str = "runs/latest"
     resume: str | None = None  # a checkpoint file or a run directory
+    # Fine-tuning (finetune.py); the defaults train every parameter at one learning rate.
+    val_split: float = 0.2  # --data of class folders without train/ and val/: this fraction of each class validates
+    freeze_backbone: bool = False  # train the head only: backbone weights and BatchNorm statistics stay as loaded
+    unfreeze_at: int | None = None  # with freeze_backbone: the epoch from which the whole model trains
+    backbone_lr_scale: float = 1.0  # the backbone learns at lr * this, the head at lr
+    warmup_epochs: int = 0  # linear learning-rate warmup before the cosine schedule
+    ema: float | None = None  # decay of an exponential moving average of the weights (e.g. 0.999); None: off
+    accum_steps: int = 1  # batches whose gradients add up to one optimizer step
+    clip_grad: float | None = None  # clip the gradients' total norm to this; None: no clipping
+    patience: int | None = None  # stop when val_acc has not improved for this many epochs; None: never
+    mixup: float = 0.0  # MixUp alpha (torchvision.transforms.v2.MixUp); 0: off
+    cutmix: float = 0.0  # CutMix alpha (torchvision.transforms.v2.CutMix); 0: off
+    init_from: str | None = None  # a checkpoint whose weights start this run; a fresh head if the classes differ
 
     def to_dict(self) -> dict:
         """Plain values only, so it fits in JSON and in a weights_only checkpoint."""

@@ -6,9 +6,11 @@ Loaders pin host memory exactly when the device is CUDA: pinned pages are what m
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from torch.utils.data import DataLoader
 from torchvision import datasets
 from torchvision.transforms import v2
 
+from . import backbones
 from .errors import UserError
 from .interrupts import ignore_sigint_in_worker
 from .reproducibility import EpochSampler, SeededSamples
@@ -43,33 +46,129 @@ def load_rgb(path: str) -> Image.Image:
         raise DataError(f"cannot read image {path}: {error}") from None
 
 
-def build_transforms(image_size: int, train: bool) -> v2.Compose:
+@dataclasses.dataclass(frozen=True)
+class Preprocessing:
+    """How images become model inputs: crop size, the resize before the evaluation crop, normalisation."""
+
+    image_size: int  # the square crop the model sees
+    resize_size: int | None = None  # evaluation resizes the shorter side to this, then crops; None: image_size
+    mean: tuple[float, ...] = IMAGENET_MEAN
+    std: tuple[float, ...] = IMAGENET_STD
+    reason: str = ""  # why this size: printed and saved in config.json
+
+    def to_dict(self) -> dict:
+        """Plain values for config.json and checkpoints."""
+        return {**dataclasses.asdict(self), "mean": list(self.mean), "std": list(self.std)}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> Preprocessing:
+        """Read back what to_dict wrote."""
+        return cls(**{**values, "mean": tuple(values["mean"]), "std": tuple(values["std"])})
+
+
+def build_transforms(image_size: int | Preprocessing, train: bool) -> v2.Compose:
     """Random crops and flips for training; a deterministic resize and centre crop otherwise."""
+    prep = image_size if isinstance(image_size, Preprocessing) else Preprocessing(image_size)
     if train:
-        geometry = [v2.RandomResizedCrop(image_size, scale=(0.6, 1.0), antialias=True),
+        geometry = [v2.RandomResizedCrop(prep.image_size, scale=(0.6, 1.0), antialias=True),
                     v2.RandomHorizontalFlip()]
     else:
-        geometry = [v2.Resize(image_size, antialias=True), v2.CenterCrop(image_size)]
+        geometry = [v2.Resize(prep.resize_size or prep.image_size, antialias=True), v2.CenterCrop(prep.image_size)]
     return v2.Compose([v2.ToImage(), *geometry, v2.ToDtype(torch.float32, scale=True),
-                       v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+                       v2.Normalize(prep.mean, prep.std)])
 
 
-def image_folder(root: Path, split: str, image_size: int, train: bool) -> datasets.ImageFolder:
-    """One split of an ImageFolder tree, with a DataError when it is missing or empty."""
+def typical_image_size(root: Path, sample: int = 64) -> int:
+    """The median shorter side of up to `sample` images spread evenly over the tree (headers only)."""
+    files = sorted(path for path in Path(root).rglob("*")
+                   if path.suffix.lower() in datasets.folder.IMG_EXTENSIONS and path.is_file())
+    if not files:
+        raise DataError(f"{root}: no image files found; expected {root}/train/<class>/<image> and val/, "
+                        f"or {root}/<class>/<image>")
+    picked = files[::max(1, len(files) // sample)][:sample]
+    sides = []
+    for path in picked:
+        try:
+            with Image.open(path) as image:  # reads the header, not the pixels
+                sides.append(min(image.size))
+        except (OSError, ValueError) as error:
+            raise DataError(f"cannot read image {path}: {error}") from None
+    return int(statistics.median(sides))
+
+
+SCRATCH_SIZE_BOUNDS = (32, 224)  # sizes measured from the data, for training from scratch, are kept within these
+
+
+def choose_preprocessing(backbone: str, root: Path | None, image_size: int | None,
+                         pretrained: bool) -> Preprocessing:
+    """The run's input size and normalisation, with the reason: the flag, the demo's own size, the
+    pretrained weights' preprocessing, or (from scratch) the data's typical image size."""
+    if image_size:
+        return Preprocessing(image_size, reason="--image-size")
+    if root is None:
+        size = backbones.fit_image_size(backbone, DEMO_IMAGE_SIZE)
+        raised = f", raised to the {size} px that {backbone} takes" if size != DEMO_IMAGE_SIZE else ""
+        return Preprocessing(size, reason=f"the demo data's own size ({DEMO_IMAGE_SIZE} px{raised})")
+    if pretrained:
+        weights = backbones.default_weights(backbone).transforms()
+        return Preprocessing(weights.crop_size[0], weights.resize_size[0], tuple(weights.mean), tuple(weights.std),
+                             reason=f"the pretrained weights' preprocessing (resize {weights.resize_size[0]}, "
+                                    f"crop {weights.crop_size[0]})")
+    measured = typical_image_size(root)
+    low, high = SCRATCH_SIZE_BOUNDS
+    size = backbones.fit_image_size(backbone, min(max(measured, low), high))
+    return Preprocessing(size, reason=f"the data's typical image size (the median shorter side of a sample is "
+                                      f"{measured} px; kept within {low}-{high} and what {backbone} takes)")
+
+
+def split_indices(targets: list[int], val_split: float, seed: int) -> tuple[list[int], list[int]]:
+    """A stratified, seeded split: `val_split` of each class (at least one image where it has two) to val."""
+    if not 0.0 < val_split < 1.0:
+        raise DataError(f"--val-split must be between 0 and 1, got {val_split}")
+    rng = random.Random(seed)
+    train_indices, val_indices = [], []
+    for label in sorted(set(targets)):
+        indices = [i for i, target in enumerate(targets) if target == label]
+        rng.shuffle(indices)
+        count = min(max(round(len(indices) * val_split), 1), len(indices) - 1) if len(indices) > 1 else 0
+        val_indices += indices[:count]
+        train_indices += indices[count:]
+    return sorted(train_indices), sorted(val_indices)
+
+
+def has_split_folders(root: Path) -> bool:
+    """True for a tree with train/ or val/; False for class folders to be split by --val-split."""
+    return (Path(root) / "train").is_dir() or (Path(root) / "val").is_dir()
+
+
+def image_folder(root: Path, split: str, image_size: int | Preprocessing, train: bool, *,
+                 val_split: float | None = None, seed: int = 0) -> datasets.ImageFolder:
+    """One split of an ImageFolder tree, with a DataError when it is missing or empty.
+
+    A root of class folders without train/ and val/ is split by `split_indices(val_split, seed)`.
+    """
     folder = Path(root) / split
-    if not folder.is_dir():
-        raise DataError(f"{folder} is not a directory: expected {root}/{split}/<class>/<image>")
+    if not folder.is_dir() and val_split and split in ("train", "val") and not has_split_folders(root):
+        folder = Path(root)
+    elif not folder.is_dir():
+        raise DataError(f"{folder} is not a directory: expected {root}/{split}/<class>/<image>, "
+                        f"or {root}/<class>/<image> split by --val-split")
     try:
-        return datasets.ImageFolder(str(folder), transform=build_transforms(image_size, train),
-                                    loader=load_rgb)
+        dataset = datasets.ImageFolder(str(folder), transform=build_transforms(image_size, train), loader=load_rgb)
     except (FileNotFoundError, RuntimeError) as error:
         raise DataError(f"{folder}: {error}") from None
+    if folder == Path(root):
+        keep = split_indices(dataset.targets, val_split, seed)[split == "val"]
+        dataset.samples = dataset.imgs = [dataset.samples[i] for i in keep]
+        dataset.targets = [target for _, target in dataset.samples]
+    return dataset
 
 
-def load_splits(root: Path, image_size: int) -> tuple[datasets.ImageFolder, datasets.ImageFolder]:
+def load_splits(root: Path, image_size: int | Preprocessing, *, val_split: float | None = None,
+                seed: int = 0) -> tuple[datasets.ImageFolder, datasets.ImageFolder]:
     """The train and val splits, checked to share one list of classes."""
-    train_set = image_folder(root, "train", image_size, train=True)
-    val_set = image_folder(root, "val", image_size, train=False)
+    train_set = image_folder(root, "train", image_size, train=True, val_split=val_split, seed=seed)
+    val_set = image_folder(root, "val", image_size, train=False, val_split=val_split, seed=seed)
     if train_set.classes != val_set.classes:
         raise DataError(f"{root}: train/ classes {train_set.classes} differ from val/ classes {val_set.classes}")
     return train_set, val_set

@@ -56,51 +56,75 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
                     scaler: torch.amp.GradScaler, scheduler=None, epoch: int = 0,
                     progress: bool = True, log_every: int = 10,
                     memory_format: torch.memory_format = torch.contiguous_format,
-                    after_step: Callable[[int], None] | None = None,
-                    step_losses: list[torch.Tensor] | None = None) -> EpochStats:
+                    after_step: Callable[[int], None] | None = None, accum_steps: int = 1,
+                    clip_grad: float | None = None, ema: nn.Module | None = None,
+                    mix: Callable | None = None, step_losses: list[torch.Tensor] | None = None) -> EpochStats:
     """Train for one epoch and return its mean loss, accuracy and throughput.
 
-    Steps count from 1. `after_step(step)` runs after each optimizer step and may raise to stop
-    (train.py's stop request does). A NaN/inf loss raises NonFiniteLossError naming its step.
-    `step_losses`, when given, receives each step's loss as a device scalar (read by the caller once per epoch).
+    Optimizer steps count from 1; each adds up the gradients of `accum_steps` batches (the last may
+    have fewer), clipped to a total norm of `clip_grad` if given, then updates `ema` (an AveragedModel).
+    `mix(images, targets)` (MixUp/CutMix) turns targets into (B, C) probabilities; accuracy is still
+    measured against the original labels. `after_step(step)` runs after each optimizer step and may
+    raise to stop (train.py's stop request does). A NaN/inf loss raises NonFiniteLossError naming its step.
+    `step_losses`, when given, receives each optimizer step's mean loss as a device scalar (read once per epoch).
     """
     model.train()
     loss_sum = torch.zeros((), device=device)
     bad_step = torch.zeros((), device=device, dtype=torch.long)  # first step with a non-finite loss, 0: none
     correct = torch.zeros((), device=device, dtype=torch.long)
-    seen, start = 0, time.perf_counter()
+    seen, start, step = 0, time.perf_counter(), 0
+    group_losses: list[torch.Tensor] = []  # this optimizer step's batch losses, for step_losses
+    optimizer.zero_grad(set_to_none=True)
     bar = tqdm(train_loader, desc=f"epoch {epoch} train", disable=not progress, leave=False)
-    for step, (images, targets) in enumerate(bar):
+    for batch, (images, labels) in enumerate(bar, start=1):
         # non_blocking overlaps the copy with compute when the loader pinned the batch
         images = images.to(device, non_blocking=True, memory_format=memory_format)  # (B, 3, H, W)
-        targets = targets.to(device, non_blocking=True)  # (B,)
+        labels = labels.to(device, non_blocking=True)  # (B,)
+        images, targets = mix(images, labels) if mix is not None else (images, labels)  # targets: (B,) or (B, C)
         with policy.autocast():
             logits = model(images)  # (B, C)
         loss = loss_fn(logits, targets)
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        if scheduler is not None:
-            scheduler.step()
-        loss_sum += loss.detach() * targets.size(0)
+        scaler.scale(loss / accum_steps).backward()
+        loss_sum += loss.detach() * labels.size(0)
+        correct += (logits.argmax(dim=1) == labels).sum()
+        seen += labels.size(0)
         if step_losses is not None:
-            step_losses.append(loss.detach())
-        correct += (logits.argmax(dim=1) == targets).sum()
-        seen += targets.size(0)
+            group_losses.append(loss.detach())
         # Recorded on the device and read only every log_every steps: no host sync per step.
         bad_step = torch.where((bad_step == 0) & ~torch.isfinite(loss.detach()), step + 1, bad_step)
-        if step % log_every == 0:
+        if batch % accum_steps and batch < len(train_loader):
+            continue  # gradients add up until the group is complete
+        _optimizer_step(model, optimizer, scaler, clip_grad)
+        if ema is not None:
+            ema.update_parameters(model)
+        if scheduler is not None:
+            scheduler.step()
+        step += 1
+        if step_losses is not None:
+            step_losses.append(torch.stack(group_losses).mean())
+            group_losses.clear()
+        if (step - 1) % log_every == 0:
             _check_finite(bad_step, epoch)
             if progress:
                 bar.set_postfix({**_summary(loss_sum, correct, seen),
                                  "img/s": f"{seen / (time.perf_counter() - start):.0f}"})
         if after_step is not None:
-            after_step(step + 1)
+            after_step(step)
     _check_finite(bad_step, epoch)
     loss_sum, correct, seen = reduce_sums(loss_sum, correct, seen)  # over every rank under ddp
     totals = _summary(loss_sum, correct, seen)
     return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)
+
+
+def _optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+                    clip_grad: float | None) -> None:
+    """One optimizer step from the accumulated gradients, clipped first if asked; then clear them."""
+    if clip_grad is not None:
+        scaler.unscale_(optimizer)  # clip the true gradients, not the fp16-scaled ones
+        nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
 
 
 @torch.inference_mode()

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from . import checkpoint
-from .data import IMAGENET_MEAN, IMAGENET_STD
+from .data import Preprocessing
 from .errors import ConfigError, MissingDependencyError, UserError
 
 FORMATS = ("onnx", "pt2")
@@ -49,12 +49,11 @@ class Metadata:
     backbone: str = ""
     epoch: int = 0
 
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> Metadata:
-        """The metadata of a training checkpoint (layout: run_checkpoint.py)."""
-        return cls(class_names=list(state["class_names"]), image_size=int(state["image_size"]),
-                   mean=list(IMAGENET_MEAN), std=list(IMAGENET_STD), backbone=state["config"].get("backbone", ""),
-                   epoch=int(state.get("epoch", 0)))
+    resize_size: int | None = None  # evaluation resizes the shorter side to this, then crops; None: image_size
+
+    def preprocessing(self) -> Preprocessing:
+        """The transforms' settings: the same resize, crop and normalisation as training's evaluation."""
+        return Preprocessing(self.image_size, self.resize_size, tuple(self.mean), tuple(self.std))
 
     def to_strings(self) -> dict[str, str]:
         """Each field as a JSON string (ONNX metadata_props are string pairs)."""

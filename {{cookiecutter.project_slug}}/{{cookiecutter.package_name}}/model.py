@@ -7,13 +7,16 @@ model never calls `.to()` on itself.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import sys
 import urllib.parse
 
 import torch
 from torch import nn
-from torchvision import models
 
+from .backbones import build_backbone, default_weights
 from .devices import DeviceAwareMixin, module_device
 from .errors import UserError
 
@@ -22,33 +25,16 @@ class WeightsError(UserError):
     """Pretrained weights were asked for but are neither cached nor downloadable."""
 
 
-def strip_classifier(backbone: nn.Module) -> nn.Module:
-    """Replace the backbone's last Linear layer (its ImageNet classifier) with Identity."""
-    last = [name for name, module in backbone.named_modules() if isinstance(module, nn.Linear)][-1]
-    parent_name, _, child = last.rpartition(".")
-    parent = backbone.get_submodule(parent_name) if parent_name else backbone
-    setattr(parent, child, nn.Identity())
-    return backbone
-
-
-def feature_width(backbone_name: str, image_size: int = 64) -> int:
-    """Width of the stripped backbone's features, found on the meta device (no memory, no compute)."""
-    with torch.device("meta"):
-        skeleton = strip_classifier(models.get_model(backbone_name, weights=None))
-        features = skeleton.eval()(torch.empty(1, 3, image_size, image_size))  # (1, F)
-    return features.shape[-1]
-
-
 def weights_file(backbone_name: str) -> str:
     """Where torch hub keeps this backbone's default ImageNet weights."""
-    weights = models.get_model_weights(backbone_name).DEFAULT
+    weights = default_weights(backbone_name)
     name = os.path.basename(urllib.parse.urlparse(weights.url).path)
     return os.path.join(torch.hub.get_dir(), "checkpoints", name)
 
 
 def pretrained_state_dict(backbone_name: str) -> dict[str, torch.Tensor]:
     """The default ImageNet weights, from the hub cache or downloaded into it, loaded safely."""
-    weights = models.get_model_weights(backbone_name).DEFAULT
+    weights = default_weights(backbone_name)
     try:
         return weights.get_state_dict(progress=True, check_hash=True, weights_only=True, map_location="cpu")
     except (OSError, RuntimeError) as error:  # URLError is an OSError; a bad file is a RuntimeError
@@ -57,6 +43,31 @@ def pretrained_state_dict(backbone_name: str) -> dict[str, torch.Tensor]:
             f"place {os.path.basename(weights_file(backbone_name))} in {os.path.dirname(weights_file(backbone_name))} "
             "or pass --no-pretrained"
         ) from None
+
+
+def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> tuple[bool, str | None]:
+    """Whether to start from ImageNet weights, and a note when the default had to fall back.
+
+    An explicit --pretrained must succeed (WeightsError names the file to place); the project's
+    default falls back to training from scratch where the weights cannot be had (offline, not cached).
+    """
+    if not requested:
+        return False, None
+    name = os.path.basename(weights_file(backbone_name))
+    cached = os.path.exists(weights_file(backbone_name))
+    try:
+        # Unasked-for, a failed attempt is one note, not torch hub's "Downloading ..." line and progress bar too.
+        quiet = contextlib.nullcontext() if explicit else contextlib.redirect_stdout(io.StringIO())
+        with quiet, contextlib.redirect_stderr(sys.stderr if explicit else io.StringIO()):
+            pretrained_state_dict(backbone_name)  # downloads into the hub cache once, or finds it there
+    except WeightsError:
+        if explicit:
+            raise
+        return False, (f"note: pretrained {backbone_name} weights are not cached ({name}) and cannot be "
+                       "downloaded; training from scratch (pass --pretrained to insist)")
+    if cached or explicit:
+        return True, None
+    return True, f"note: downloaded {name} into {os.path.dirname(weights_file(backbone_name))}"
 
 
 class Classifier(DeviceAwareMixin, nn.Module):
@@ -68,6 +79,14 @@ class Classifier(DeviceAwareMixin, nn.Module):
         self.dropout = nn.Dropout(dropout)
         # Created where the backbone already is: no later .to() can be forgotten.
         self.head = nn.Linear(feature_dim, num_classes, device=module_device(backbone))
+        self.backbone_frozen = False  # set by finetune.freeze_backbone
+
+    def train(self, mode: bool = True) -> Classifier:
+        """Training mode for the head; a frozen backbone stays in eval mode, so its BatchNorm statistics are kept."""
+        super().train(mode)
+        if mode and self.backbone_frozen:
+            self.backbone.eval()
+        return self
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Logits of shape (B, num_classes) for images of shape (B, 3, H, W)."""
@@ -75,13 +94,12 @@ class Classifier(DeviceAwareMixin, nn.Module):
         return self.head(self.dropout(features))
 
 
-def build_model(backbone_name: str, num_classes: int, *, pretrained: bool,
-                device: torch.device) -> Classifier:
-    """Build a Classifier with every tensor created directly on `device`."""
+def build_model(backbone_name: str, num_classes: int, *, pretrained: bool, device: torch.device,
+                image_size: int | None = None) -> Classifier:
+    """Build a Classifier with every tensor created directly on `device`.
+
+    `image_size` matters only to backbones built for one input size (ViT, MaxViT); None: their own.
+    """
     state = pretrained_state_dict(backbone_name) if pretrained else None
-    with device:  # parameters are allocated on the device, not built on cpu then copied
-        backbone = models.get_model(backbone_name, weights=None)
-        if state is not None:
-            backbone.load_state_dict(state)
-        backbone = strip_classifier(backbone)
-        return Classifier(backbone, feature_width(backbone_name), num_classes)
+    backbone, width = build_backbone(backbone_name, device=device, image_size=image_size, state=state)
+    return Classifier(backbone, width, num_classes)

@@ -32,9 +32,10 @@ def run_environment() -> dict:
 
 
 def write_metrics(path: Path, rows: list[dict]) -> None:
-    """Write every epoch's metrics as CSV with the fixed column order."""
+    """Write every epoch's metrics as CSV with the fixed column order (options' own columns after them)."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=METRICS_COLUMNS, lineterminator="\n")
+    extra = [key for key in (rows[0] if rows else {}) if key not in METRICS_COLUMNS]  # e.g. --ema's columns
+    writer = csv.DictWriter(buffer, fieldnames=[*METRICS_COLUMNS, *extra], lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     atomic_write(path, buffer.getvalue())

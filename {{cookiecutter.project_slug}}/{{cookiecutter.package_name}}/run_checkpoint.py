@@ -16,6 +16,9 @@ the portable, atomic, weights_only file format underneath):
     rng           the global RNG states (reproducibility.rng_state)
     metrics       metrics.csv's rows up to `epoch`, so a resumed run rewrites the same file
     version       the package version that wrote it
+    preprocessing the input size, evaluation resize, mean and std, and why (data.Preprocessing.to_dict)
+    weights       which weights `model` holds: "model", or "ema" in a best.pt where the average validated better
+    ema           with --ema: {"model": the averaged weights, "n_averaged": updates so far}
 
 train.py builds it with `training_state`, writes it with `save`; train.py, evaluate.py and
 predict.py read it with `read`, which also checks that the file is one of ours.
@@ -30,8 +33,10 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.optim.swa_utils import AveragedModel
 
-from . import __version__, checkpoint, reproducibility
+from . import __version__, checkpoint, finetune, reproducibility
+from .data import Preprocessing
 from .loss import WeightedCrossEntropy
 from .model import Classifier, build_model
 
@@ -40,10 +45,18 @@ REQUIRED_KEYS = ("model", "config", "class_names", "image_size")
 
 def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, scaler: torch.amp.GradScaler,
                    loss_fn: nn.Module, epoch: int, best_val_acc: float, config: dict, class_names: list[str],
-                   image_size: int, metrics: list[dict]) -> dict[str, Any]:
-    """A checkpoint of a run after `epoch`: CPU copies and plain values; the live objects stay put."""
+                   image_size: int, metrics: list[dict], preprocessing: Preprocessing | None = None,
+                   ema: AveragedModel | None = None, weights: str = "model") -> dict[str, Any]:
+    """A checkpoint of a run after `epoch`: CPU copies and plain values; the live objects stay put.
+
+    `weights="ema"` puts the averaged weights under `model` (for a best.pt where they validated better).
+    """
+    averaged = None if ema is None else {"model": checkpoint.model_state(ema.module), "n_averaged": int(ema.n_averaged)}
     return {
-        "model": checkpoint.model_state(model),
+        "model": averaged["model"] if weights == "ema" else checkpoint.model_state(model),
+        "weights": weights,
+        "ema": averaged,
+        "preprocessing": (preprocessing or Preprocessing(image_size)).to_dict(),
         "optimizer": checkpoint.to_cpu(optimizer.state_dict()),
         "scheduler": scheduler.state_dict(),
         "scaler": scaler.state_dict(),
@@ -76,7 +89,8 @@ def read(path: str | os.PathLike, map_location: torch.device | str = "cpu") -> d
 
 def model_from_state(state: dict[str, Any], device: torch.device, source: str = "checkpoint") -> Classifier:
     """Rebuild the Classifier a checkpoint was saved from, with its weights, on `device`."""
-    model = build_model(state["config"]["backbone"], len(state["class_names"]), pretrained=False, device=device)
+    model = build_model(state["config"]["backbone"], len(state["class_names"]), pretrained=False, device=device,
+                        image_size=state["image_size"])  # ViT and MaxViT are built for the size they were trained at
     checkpoint.load_model_state(model, state["model"], source)
     return model
 
@@ -98,14 +112,44 @@ def check_classes(state: dict[str, Any], class_names: list[str], source: str) ->
 
 
 def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler,
-                     scaler: torch.amp.GradScaler, source: str) -> None:
-    """Load weights, optimizer, scheduler, scaler and RNG states into a freshly built run."""
+                     scaler: torch.amp.GradScaler, source: str, ema: AveragedModel | None = None) -> None:
+    """Load weights, optimizer, scheduler, scaler, EMA and RNG states into a freshly built run."""
+    if state.get("weights", "model") != "model":
+        raise checkpoint.CheckpointError(f"{source} holds the EMA weights of a best.pt; resume from last.pt")
     checkpoint.load_model_state(model, state["model"], source)
+    if ema is not None and state.get("ema"):
+        checkpoint.load_model_state(ema.module, state["ema"]["model"], f"{source} (EMA)")
+        ema.n_averaged.fill_(state["ema"]["n_averaged"])
     optimizer.load_state_dict(state["optimizer"])  # moves its state to the params' device
     scheduler.load_state_dict(state["scheduler"])
     scaler.load_state_dict(state["scaler"])
     if "rng" in state:
         reproducibility.set_rng_state(state["rng"])
+
+
+def init_model_from(state: dict[str, Any], model: nn.Module, source: str) -> list[str]:
+    """--init-from: the checkpoint's weights into `model`, a fresh head where the classes differ; the names left."""
+    return finetune.init_from_state(model, state["model"], source)
+
+
+def preprocessing(state: dict[str, Any]) -> Preprocessing:
+    """How the checkpoint's model saw its images (older files: a plain resize and crop to image_size)."""
+    if state.get("preprocessing"):
+        return Preprocessing.from_dict(state["preprocessing"])
+    return Preprocessing(state["image_size"])
+
+
+def inference_metadata(state: dict[str, Any]) -> dict[str, Any]:
+    """What inference needs beside the weights (exported.Metadata's fields), as plain values."""
+    prep = preprocessing(state)
+    return {"class_names": list(state["class_names"]), "image_size": prep.image_size,
+            "resize_size": prep.resize_size, "mean": list(prep.mean), "std": list(prep.std),
+            "backbone": state["config"].get("backbone", ""), "epoch": int(state.get("epoch", 0))}
+
+
+def val_split(state: dict[str, Any]) -> float | None:
+    """The --val-split a run divided a folder of class folders with (None: it had train/ and val/)."""
+    return state["config"].get("val_split")
 
 
 def metrics_until_epoch(state: dict[str, Any], fallback: list[dict]) -> list[dict]:

@@ -1,0 +1,216 @@
+"""Fine-tuning controls: freezing, parameter groups, warmup + cosine, EMA, mixup/cutmix, init from a checkpoint."""
+
+import io
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torchvision import models
+
+import train
+from {{ cookiecutter.package_name }} import finetune
+from {{ cookiecutter.package_name }}.engine import train_one_epoch
+from {{ cookiecutter.package_name }}.model import build_model, weights_file
+from {{ cookiecutter.package_name }}.precision import make_policy
+
+CPU, META = torch.device("cpu"), torch.device("meta")
+BACKBONE = "resnet18"  # has BatchNorm, cheap at 32 px
+
+
+def _model(device=CPU, classes=3, seed=0):
+    torch.manual_seed(seed)
+    return build_model(BACKBONE, classes, pretrained=False, device=device)
+
+
+def test_frozen_backbone_keeps_its_weights_and_batchnorm_statistics_while_the_head_learns():
+    """Training steps with the backbone frozen change the head only: backbone weights and running stats stay."""
+    model = _model()
+    finetune.freeze_backbone(model, True)
+    before = {k: v.clone() for k, v in model.backbone.state_dict().items()}
+    head_before = model.head.weight.detach().clone()
+    optimizer = torch.optim.AdamW(finetune.parameter_groups(model, 1e-2), lr=1e-2)
+    model.train()
+    for _ in range(2):
+        optimizer.zero_grad()
+        F.cross_entropy(model(torch.randn(4, 3, 32, 32)), torch.tensor([0, 1, 2, 0])).backward()
+        optimizer.step()
+    assert all(torch.equal(before[k], v) for k, v in model.backbone.state_dict().items())
+    assert not torch.equal(model.head.weight, head_before)
+    assert not model.backbone.training and model.head.training
+
+
+def test_unfreezing_restores_gradients_and_training_mode():
+    """--unfreeze-at: from that epoch on, the backbone trains again (gradients, BatchNorm in training mode)."""
+    model = _model(META)
+    assert finetune.backbone_frozen(1, True, 3) and not finetune.backbone_frozen(3, True, 3)
+    assert finetune.freeze_backbone(model, True) and not finetune.freeze_backbone(model, True)
+    assert finetune.freeze_backbone(model, False)
+    model.train()
+    assert all(p.requires_grad for p in model.parameters()) and model.backbone.training
+
+
+def test_backbone_and_head_get_their_own_learning_rates():
+    """--backbone-lr-scale 0.1: two groups, every parameter in exactly one, the backbone at a tenth."""
+    model = _model(META)
+    groups = finetune.parameter_groups(model, 1e-3, backbone_lr_scale=0.1)
+    assert [g["name"] for g in groups] == ["backbone", "head"]
+    assert groups[0]["lr"] == pytest.approx(1e-4) and groups[1]["lr"] == 1e-3
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+    assert {id(p) for p in groups[1]["params"]} == {id(p) for p in model.head.parameters()}
+
+
+def test_warmup_rises_linearly_then_cosine_decays_to_zero_and_the_schedule_survives_a_checkpoint():
+    """--warmup-epochs: lr climbs to its base over the warmup steps, then follows a cosine to zero;
+    the scheduler's state is plain numbers that load with weights_only."""
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    scheduler = finetune.warmup_cosine(optimizer, warmup_steps=4, total_steps=12)
+    lrs = [optimizer.param_groups[0]["lr"]]
+    for _ in range(12):
+        optimizer.step()
+        scheduler.step()
+        lrs.append(optimizer.param_groups[0]["lr"])
+    assert lrs[:5] == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0])
+    assert lrs[8] == pytest.approx(0.5) and lrs[12] == pytest.approx(0.0, abs=1e-12)
+    buffer = io.BytesIO()
+    torch.save(scheduler.state_dict(), buffer)
+    buffer.seek(0)
+    fresh = finetune.warmup_cosine(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0),
+                                   warmup_steps=1, total_steps=2)
+    fresh.load_state_dict(torch.load(buffer, weights_only=True))
+    assert fresh.get_last_lr() == scheduler.get_last_lr()
+
+
+@pytest.mark.parametrize("device", [CPU, META], ids=str)
+def test_ema_copy_and_its_counter_are_born_on_the_models_device(device):
+    """--ema: the averaged copy and AveragedModel's step counter sit beside the weights (meta included)."""
+    ema = finetune.make_ema(_model(device), decay=0.5)
+    assert {t.device for t in [*ema.parameters(), *ema.buffers()]} == {device}
+
+
+def test_ema_follows_the_weights_at_its_decay():
+    """The first update copies the weights; later ones move decay of the way from the new weights."""
+    model = _model()
+    ema = finetune.make_ema(model, decay=0.5)
+    with torch.no_grad():
+        model.head.bias.add_(1.0)
+    ema.update_parameters(model)
+    assert torch.equal(ema.module.head.bias, model.head.bias)
+    with torch.no_grad():
+        model.head.bias.add_(2.0)
+    ema.update_parameters(model)
+    assert torch.allclose(ema.module.head.bias, model.head.bias - 1.0)
+
+
+def test_mixup_and_cutmix_give_soft_targets_for_the_whole_batch():
+    """--mixup / --cutmix: torchvision's batch transforms turn (B,) labels into (B, C) probabilities."""
+    assert finetune.batch_mixer(0.0, 0.0, 4) is None
+    torch.manual_seed(0)
+    for mixup, cutmix in ((0.2, 0.0), (0.0, 1.0), (0.2, 1.0)):
+        images, targets = finetune.batch_mixer(mixup, cutmix, 4)(torch.randn(6, 3, 16, 16), torch.arange(6) % 4)
+        assert images.shape == (6, 3, 16, 16) and targets.shape == (6, 4)
+        assert torch.allclose(targets.sum(dim=1), torch.ones(6))
+
+
+def test_init_from_another_label_set_copies_the_backbone_and_keeps_a_fresh_head():
+    """--init-from a run with other classes: backbone weights copied, head left as built (its shape differs)."""
+    source = _model(classes=5, seed=1)
+    target = _model(classes=3, seed=2)
+    head_before = target.head.weight.detach().clone()
+    fresh = finetune.init_from_state(target, source.state_dict())
+    assert fresh == ["head.weight", "head.bias"]
+    assert torch.equal(target.backbone.conv1.weight, source.backbone.conv1.weight)
+    assert torch.equal(target.head.weight, head_before)
+    same_classes = _model(classes=5, seed=3)
+    assert finetune.init_from_state(same_classes, source.state_dict()) == []
+    assert torch.equal(same_classes.head.weight, source.head.weight)
+
+
+def _tiny_linear(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 3))
+
+
+def _epoch(model, batches, **options):
+    policy = make_policy("fp32", CPU)
+    optimizer = torch.optim.SGD(model.parameters(), lr=options.pop("lr", 0.5))
+    return train_one_epoch(model, torch.nn.CrossEntropyLoss(), optimizer, batches, CPU, policy=policy,
+                           scaler=policy.grad_scaler(), progress=False, **options)
+
+
+def test_accumulating_two_half_batches_takes_the_step_of_one_full_batch():
+    """--accum-steps 2 over batches of 4 updates the weights as one batch of 8 would."""
+    torch.manual_seed(0)
+    images, labels = torch.randn(8, 3, 4, 4), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    whole, halves = _tiny_linear(), _tiny_linear()
+    _epoch(whole, [(images, labels)])
+    _epoch(halves, [(images[:4], labels[:4]), (images[4:], labels[4:])], accum_steps=2)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(whole.parameters(), halves.parameters()))
+    unaccumulated = _tiny_linear()
+    _epoch(unaccumulated, [(images[:4], labels[:4]), (images[4:], labels[4:])])
+    assert not torch.allclose(unaccumulated[1].weight, whole[1].weight)
+
+
+def test_clipping_bounds_the_step_by_the_gradient_norm():
+    """--clip-grad 0.01 with SGD at lr 1: no step moves the weights further than 0.01."""
+    model = _tiny_linear()
+    before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+    _epoch(model, [(torch.randn(4, 3, 4, 4) * 100, torch.tensor([0, 1, 2, 0]))], lr=1.0, clip_grad=0.01)
+    after = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert 0 < (after - before).norm() <= 0.01 + 1e-6
+
+
+def test_ema_is_updated_once_per_optimizer_step_and_mixed_batches_still_count_accuracy_on_labels():
+    """With --ema, --accum-steps 2 and --mixup: 3 batches make 2 optimizer steps, 2 EMA updates, and
+    accuracy is measured against the original labels."""
+    model = _tiny_linear()
+    ema = finetune.make_ema(model, decay=0.9)
+    batches = [(torch.randn(4, 3, 4, 4), torch.tensor([0, 1, 2, 0])) for _ in range(3)]
+    stats = _epoch(model, batches, accum_steps=2, ema=ema, mix=finetune.batch_mixer(0.4, 0.0, 3))
+    assert int(ema.n_averaged) == 2 and stats.images == 12 and 0.0 <= stats.acc <= 1.0
+
+
+def _run(args: list[str], out) -> int:
+    return train.main([*args, "--device", "cpu", "--batch-size", "8", "--precision", "fp32", "--parallel", "none",
+                       "--out", str(out)])
+
+
+@pytest.mark.slow
+def test_pretrained_frozen_backbone_ends_the_epoch_equal_to_the_weights_file(tiny_data, tmp_path):
+    """--pretrained --freeze-backbone: after an epoch every backbone tensor (BatchNorm statistics included)
+    equals the file in the hub cache; the head has learned."""
+    path = weights_file(BACKBONE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.manual_seed(5)
+    torch.save(models.get_model(BACKBONE, weights=None).state_dict(), path)
+    assert _run(["--data", str(tiny_data), "--pretrained", "--freeze-backbone", "--epochs", "1",
+                 "--image-size", "32"], tmp_path / "run") == 0
+    pretrained = torch.load(path, map_location="cpu", weights_only=True)
+    trained = torch.load(tmp_path / "run" / "last.pt", map_location="cpu", weights_only=True)["model"]
+    backbone = {key.removeprefix("backbone."): value for key, value in trained.items() if key.startswith("backbone.")}
+    assert backbone and all(torch.equal(value, pretrained[key]) for key, value in backbone.items())
+    assert len(backbone) == len(pretrained) - 2  # all but the ImageNet classifier (fc.weight, fc.bias)
+
+
+@pytest.mark.slow
+def test_init_from_a_run_on_other_classes_trains_with_a_fresh_head(tiny_data, tmp_path, capsys):
+    """A run on 4 classes seeds one on 2 classes held as plain class folders (split by --val-split):
+    the head is new, the split is recorded in config.json, and evaluate.py sees the same split."""
+    import json
+    import shutil
+
+    import evaluate
+
+    assert _run(["--data", str(tiny_data), "--epochs", "1", "--image-size", "32"], tmp_path / "source") == 0
+    flat = tmp_path / "two"
+    for name in ("circle", "square"):
+        shutil.copytree(tiny_data / "train" / name, flat / name)
+    assert _run(["--data", str(flat), "--epochs", "1", "--init-from", str(tmp_path / "source" / "last.pt")],
+                tmp_path / "run") == 0
+    out = capsys.readouterr().out
+    assert "a fresh head.weight, head.bias" in out and "image size: 32 px" in out
+    recorded = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert recorded["val_split"] == 0.2 and recorded["class_names"] == ["circle", "square"]
+    assert evaluate.main([str(tmp_path / "run" / "last.pt"), "--data", str(flat), "--device", "cpu",
+                          "--out", str(tmp_path / "cm.png")]) == 0
+    assert "(2 images, 2 classes" in capsys.readouterr().out  # one of each class's 6 images validates

@@ -1,0 +1,180 @@
+"""Fine-tuning controls: a frozen backbone, backbone/head learning rates, warmup then cosine, EMA weights,
+mixup/cutmix, and starting from another run's weights.
+
+Everything here is either derived from (config, epoch), so a resumed run recomputes it, or has a
+`state_dict` that the training checkpoint carries (the EMA weights, the schedule's position).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import torch
+from torch import nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+from torchvision.transforms import v2
+
+from .devices import module_device
+from .errors import ConfigError
+
+
+def add_arguments(parser: argparse.ArgumentParser, defaults) -> None:
+    """The fine-tuning flags of train.py, defaults from TrainConfig (`defaults`)."""
+    group = parser.add_argument_group("fine-tuning")
+    group.add_argument("--val-split", type=float, default=defaults.val_split,
+                       help="--data of class folders without train/ and val/: the fraction of each class that "
+                            "validates (stratified, seeded by --seed; default: %(default)s)")
+    group.add_argument("--freeze-backbone", action="store_true", default=defaults.freeze_backbone,
+                       help="train the head only; the backbone's weights and BatchNorm statistics stay as loaded")
+    group.add_argument("--unfreeze-at", type=int, default=defaults.unfreeze_at, metavar="EPOCH",
+                       help="with --freeze-backbone: train the whole model from this epoch on")
+    group.add_argument("--backbone-lr-scale", type=float, default=defaults.backbone_lr_scale, metavar="F",
+                       help="the backbone learns at lr * F, the head at lr (default: %(default)s)")
+    group.add_argument("--warmup-epochs", type=int, default=defaults.warmup_epochs, metavar="N",
+                       help="linear learning-rate warmup before the cosine schedule (default: %(default)s)")
+    group.add_argument("--ema", type=float, default=defaults.ema, metavar="DECAY",
+                       help="keep an exponential moving average of the weights (e.g. 0.999), validated each epoch")
+    group.add_argument("--accum-steps", type=int, default=defaults.accum_steps, metavar="N",
+                       help="add up the gradients of N batches per optimizer step (default: %(default)s)")
+    group.add_argument("--clip-grad", type=float, default=defaults.clip_grad, metavar="NORM",
+                       help="clip the gradients' total norm")
+    group.add_argument("--patience", type=int, default=defaults.patience, metavar="N",
+                       help="stop when val_acc has not improved for N epochs")
+    group.add_argument("--mixup", type=float, default=defaults.mixup, metavar="ALPHA", help="MixUp alpha (0: off)")
+    group.add_argument("--cutmix", type=float, default=defaults.cutmix, metavar="ALPHA", help="CutMix alpha (0: off)")
+    group.add_argument("--init-from", default=defaults.init_from, metavar="CKPT",
+                       help="start from this checkpoint's weights (a fresh head if its classes differ)")
+
+
+def check_config(cfg) -> list[str]:
+    """What is wrong with the fine-tuning values of a TrainConfig, one message per problem."""
+    problems = []
+    if not 0.0 < cfg.val_split < 1.0:
+        problems.append(f"--val-split must be between 0 and 1, got {cfg.val_split}")
+    if cfg.unfreeze_at is not None and (not cfg.freeze_backbone or cfg.unfreeze_at < 2):
+        problems.append("--unfreeze-at needs --freeze-backbone and an epoch of at least 2")
+    if cfg.ema is not None and not 0.0 < cfg.ema < 1.0:
+        problems.append(f"--ema is a decay between 0 and 1 (e.g. 0.999), got {cfg.ema}")
+    for flag, value in (("--accum-steps", cfg.accum_steps), ("--patience", cfg.patience)):
+        if value is not None and value < 1:
+            problems.append(f"{flag} must be at least 1, got {value}")
+    for flag, value in (("--backbone-lr-scale", cfg.backbone_lr_scale), ("--warmup-epochs", cfg.warmup_epochs),
+                        ("--mixup", cfg.mixup), ("--cutmix", cfg.cutmix), ("--clip-grad", cfg.clip_grad or 0.0)):
+        if value < 0:
+            problems.append(f"{flag} must not be negative, got {value}")
+    return problems
+
+
+def make_optimizer(model: nn.Module, cfg) -> torch.optim.AdamW:
+    """AdamW over the backbone and head groups (--backbone-lr-scale)."""
+    return torch.optim.AdamW(parameter_groups(model, cfg.lr, cfg.backbone_lr_scale), lr=cfg.lr,
+                             weight_decay=cfg.weight_decay)
+
+
+def optimizer_steps_per_epoch(batches_per_epoch: int, accum_steps: int) -> int:
+    """Optimizer steps in an epoch of `batches_per_epoch` batches grouped `accum_steps` at a time."""
+    return math.ceil(batches_per_epoch / accum_steps)
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg, batches_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Warmup for --warmup-epochs, then cosine over the remaining optimizer steps (--accum-steps counted)."""
+    steps_per_epoch = optimizer_steps_per_epoch(batches_per_epoch, cfg.accum_steps)
+    return warmup_cosine(optimizer, warmup_steps=cfg.warmup_epochs * steps_per_epoch,
+                         total_steps=cfg.epochs * steps_per_epoch)
+
+
+def epoch_score(row: dict) -> tuple[float, str]:
+    """An epoch's validation accuracy and whose it is: the model's, or the EMA's where that is higher."""
+    if row.get("ema_val_acc", -1.0) > row["val_acc"]:
+        return row["ema_val_acc"], "ema"
+    return row["val_acc"], "model"
+
+
+def epochs_without_improvement(rows: list[dict]) -> int:
+    """How many epochs have passed since the best validation accuracy (0: the last one was the best)."""
+    scores = [epoch_score(row)[0] for row in rows]
+    if not scores:
+        return 0
+    return len(scores) - 1 - max(range(len(scores)), key=lambda i: (scores[i], -i))
+
+
+def backbone_frozen(epoch: int, freeze_backbone: bool, unfreeze_at: int | None) -> bool:
+    """Whether the backbone is frozen during `epoch` (counted from 1): until `unfreeze_at`, if given."""
+    return freeze_backbone and (unfreeze_at is None or epoch < unfreeze_at)
+
+
+def freeze_backbone(model: nn.Module, frozen: bool) -> bool:
+    """Freeze (or unfreeze) the backbone's parameters and its BatchNorm statistics; True if that changed."""
+    changed = model.backbone_frozen != frozen
+    model.backbone_frozen = frozen  # Classifier.train() keeps a frozen backbone in eval mode
+    for parameter in model.backbone.parameters():
+        parameter.requires_grad_(not frozen)
+    model.train(model.training)
+    return changed
+
+
+def parameter_groups(model: nn.Module, lr: float, backbone_lr_scale: float = 1.0) -> list[dict]:
+    """Two optimizer groups: the backbone at `lr * backbone_lr_scale`, the head at `lr`.
+
+    Frozen parameters stay in their group: they have no gradient, so the optimizer skips them
+    until they are unfrozen, and the optimizer's layout never changes mid-run.
+    """
+    head = [p for name, p in model.named_parameters() if not name.startswith("backbone.")]
+    return [{"params": list(model.backbone.parameters()), "lr": lr * backbone_lr_scale, "name": "backbone"},
+            {"params": head, "lr": lr, "name": "head"}]
+
+
+class WarmupCosine:
+    """Learning-rate factor per optimizer step: linear warmup from 1/warmup to 1, then cosine to 0.
+
+    A callable object rather than a closure, so LambdaLR's state_dict holds its plain numbers.
+    """
+
+    def __init__(self, warmup_steps: int, total_steps: int):
+        self.warmup_steps, self.total_steps = warmup_steps, max(total_steps, 1)
+
+    def __call__(self, step: int) -> float:
+        """The factor applied to each group's base learning rate after `step` optimizer steps."""
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        progress = (step - self.warmup_steps) / max(self.total_steps - self.warmup_steps, 1)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def warmup_cosine(optimizer: torch.optim.Optimizer, *, warmup_steps: int, total_steps: int
+                  ) -> torch.optim.lr_scheduler.LambdaLR:
+    """A per-step scheduler: `warmup_steps` of linear warmup, then cosine decay to zero at `total_steps`."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, WarmupCosine(warmup_steps, total_steps))
+
+
+def make_ema(model: nn.Module, decay: float) -> AveragedModel:
+    """An exponential moving average of `model`'s weights and buffers, on the model's device."""
+    # device= puts AveragedModel's own counter beside the weights (it would otherwise be born on the CPU).
+    return AveragedModel(model, device=module_device(model), multi_avg_fn=get_ema_multi_avg_fn(decay),
+                         use_buffers=True)
+
+
+def batch_mixer(mixup: float, cutmix: float, num_classes: int) -> v2.Transform | None:
+    """MixUp and/or CutMix on whole batches (one of the two per batch when both are on); None when off."""
+    mixers = [mixer(alpha=alpha, num_classes=num_classes)
+              for mixer, alpha in ((v2.MixUp, mixup), (v2.CutMix, cutmix)) if alpha > 0]
+    if not mixers:
+        return None
+    return mixers[0] if len(mixers) == 1 else v2.RandomChoice(mixers)
+
+
+def init_from_state(model: nn.Module, weights: dict[str, torch.Tensor], source: str = "checkpoint") -> list[str]:
+    """Copy a checkpoint's weights into `model`; the head is kept fresh where its shape differs.
+
+    Returns the names left as they were (the head, when the classes differ).
+    """
+    own = model.state_dict()
+    fresh = [name for name, tensor in own.items()
+             if name not in weights or weights[name].shape != tensor.shape]
+    missing_backbone = [name for name in fresh if name.startswith("backbone.")]
+    if missing_backbone:
+        raise ConfigError(f"--init-from {source} holds another backbone or image size ({missing_backbone[0]} "
+                          "differs); it needs the same --backbone")
+    model.load_state_dict({name: weights[name] for name in own if name not in fresh}, strict=False)
+    return fresh
