@@ -18,7 +18,6 @@ import json
 import os
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
