@@ -1,7 +1,8 @@
 """A run's config.json read back as settings, so `train.py --config runs/exp1/config.json` replays the run.
 
 config.json holds every TrainConfig field plus a record of the run: `resolved_device`,
-`class_names` and `environment` (library versions, the command line), and `image_size` as
+`device_identity`, `class_names`, `preprocessing` and `environment` (library versions, the
+command line), and `image_size` as
 resolved, which replays as an explicit size. The record is read past; a replay chooses its own
 place: `out` and `resume` (where the run was written, what it continued from) are not taken
 from the file, so a replay never writes into, or continues, the run it copies.
@@ -23,7 +24,7 @@ from typing import Any
 from .config import TrainConfig
 from .errors import ConfigError
 
-RECORD_KEYS = frozenset({"resolved_device", "class_names", "environment"})  # written by train.py, not settings
+RECORD_KEYS = frozenset({"resolved_device", "device_identity", "class_names", "preprocessing", "environment"})  # written by train.py, not settings
 PLACE_KEYS = frozenset({"out", "resume"})  # where a run wrote and what it continued: each replay picks its own
 UNIONS = (typing.Union, types.UnionType)  # `Optional[X]` and `X | None`
 
