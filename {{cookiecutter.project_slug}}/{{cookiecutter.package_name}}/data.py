@@ -166,3 +166,11 @@ def write_demo_dataset(root: Path, *, train_per_class: int = 240, val_per_class:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return root
+
+
+if __name__ == "__main__":  # python -m {{ cookiecutter.package_name }}.data check DATA (see datacheck.py)
+    import sys
+
+    from .datacheck import main
+
+    sys.exit(main())

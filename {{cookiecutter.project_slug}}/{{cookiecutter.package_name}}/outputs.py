@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .checkpoint import atomic_write
 
-METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s")
+METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s",
+                   "unreadable_images")  # files skipped so far (datacheck.py)
 
 
 def write_json(path: Path, obj: dict) -> None:
