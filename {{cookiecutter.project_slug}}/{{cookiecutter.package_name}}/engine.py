@@ -15,7 +15,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .metrics import update_confusion
-from .parallel import reduce_sums
+from .parallel import earliest_step, reduce_sums
 from .precision import PrecisionPolicy
 
 
@@ -34,13 +34,41 @@ class EpochStats:
         return self.images / max(self.seconds, 1e-9)
 
 
+@dataclasses.dataclass
+class RunningTotals:
+    """An epoch's sums so far, kept on the device; a mid-epoch checkpoint records them to finish the epoch's row."""
+
+    loss_sum: torch.Tensor
+    correct: torch.Tensor
+    seen: int = 0
+    seconds_before: float = 0.0  # wall time spent on this epoch before a resume
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+
+    @classmethod
+    def start(cls, device: torch.device, saved: dict | None = None) -> RunningTotals:
+        """Zeros, or the sums a checkpoint saved (see `saved`)."""
+        saved = saved or {}
+        return cls(torch.tensor(float(saved.get("loss_sum", 0.0)), device=device),
+                   torch.tensor(int(saved.get("correct", 0)), device=device), int(saved.get("seen", 0)),
+                   float(saved.get("seconds", 0.0)))
+
+    def saved(self) -> dict:
+        """The sums over every rank as plain values (a collective under ddp: every rank calls it)."""
+        loss_sum, correct, seen = reduce_sums(self.loss_sum, self.correct, self.seen)
+        return {"loss_sum": float(loss_sum.item()), "correct": int(correct.item()), "seen": seen,
+                "seconds": self.seconds_before + time.perf_counter() - self.started}
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; the weights after that step are not worth saving."""
 
 
 def _check_finite(bad_step: torch.Tensor, epoch: int) -> None:
-    """Raise NonFiniteLossError naming the first bad step recorded on the device (one host sync)."""
-    step = int(bad_step.item())
+    """Raise NonFiniteLossError naming the first bad step recorded on the device (one host sync).
+
+    Under ddp the ranks compare (a collective): a NaN on one rank stops every rank at the same check.
+    """
+    step = earliest_step(bad_step)
     if step > 0:
         raise NonFiniteLossError(f"non-finite loss at epoch {epoch} step {step}; "
                                  "training stopped, the checkpoint of the last completed epoch is kept")
@@ -56,19 +84,21 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
                     scaler: torch.amp.GradScaler, scheduler=None, epoch: int = 0,
                     progress: bool = True, log_every: int = 10,
                     memory_format: torch.memory_format = torch.contiguous_format,
-                    after_step: Callable[[int], None] | None = None) -> EpochStats:
+                    after_step: Callable[[int, RunningTotals], None] | None = None,
+                    start_step: int = 0, totals: RunningTotals | None = None) -> EpochStats:
     """Train for one epoch and return its mean loss, accuracy and throughput.
 
-    Steps count from 1. `after_step(step)` runs after each optimizer step and may raise to stop
-    (train.py's stop request does). A NaN/inf loss raises NonFiniteLossError naming its step.
+    Steps count from 1. `after_step(step, totals)` runs after each optimizer step and may raise to
+    stop (train.py's stop request does). A NaN/inf loss raises NonFiniteLossError naming its step.
+    A run resumed mid-epoch passes the `start_step` its loader skips and the `totals` saved with it.
     """
     model.train()
-    loss_sum = torch.zeros((), device=device)
+    totals = totals or RunningTotals.start(device)
+    loss_sum, correct = totals.loss_sum, totals.correct  # updated in place: `totals` sees every step
     bad_step = torch.zeros((), device=device, dtype=torch.long)  # first step with a non-finite loss, 0: none
-    correct = torch.zeros((), device=device, dtype=torch.long)
-    seen, start = 0, time.perf_counter()
+    start = time.perf_counter()
     bar = tqdm(train_loader, desc=f"epoch {epoch} train", disable=not progress, leave=False)
-    for step, (images, targets) in enumerate(bar):
+    for step, (images, targets) in enumerate(bar, start=start_step):
         # non_blocking overlaps the copy with compute when the loader pinned the batch
         images = images.to(device, non_blocking=True, memory_format=memory_format)  # (B, 3, H, W)
         targets = targets.to(device, non_blocking=True)  # (B,)
@@ -83,20 +113,20 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
             scheduler.step()
         loss_sum += loss.detach() * targets.size(0)
         correct += (logits.argmax(dim=1) == targets).sum()
-        seen += targets.size(0)
+        totals.seen += targets.size(0)
         # Recorded on the device and read only every log_every steps: no host sync per step.
         bad_step = torch.where((bad_step == 0) & ~torch.isfinite(loss.detach()), step + 1, bad_step)
         if step % log_every == 0:
             _check_finite(bad_step, epoch)
             if progress:
-                bar.set_postfix({**_summary(loss_sum, correct, seen),
-                                 "img/s": f"{seen / (time.perf_counter() - start):.0f}"})
+                bar.set_postfix({**_summary(loss_sum, correct, totals.seen),
+                                 "img/s": f"{totals.seen / (time.perf_counter() - start):.0f}"})
         if after_step is not None:
-            after_step(step + 1)
+            after_step(step + 1, totals)
     _check_finite(bad_step, epoch)
-    loss_sum, correct, seen = reduce_sums(loss_sum, correct, seen)  # over every rank under ddp
-    totals = _summary(loss_sum, correct, seen)
-    return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)
+    loss_sum, correct, seen = reduce_sums(loss_sum, correct, totals.seen)  # over every rank under ddp
+    means = _summary(loss_sum, correct, seen)
+    return EpochStats(means["loss"], means["acc"], seen, totals.seconds_before + time.perf_counter() - start)
 
 
 @torch.inference_mode()

@@ -206,6 +206,43 @@ def first_on_any_rank(value: int | None) -> int | None:
     return next((v for v in values if v is not None), None)
 
 
+def _flags_device() -> torch.device:
+    """Where a small tensor for a collective must live: on this rank's GPU for nccl, else the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def max_on_any_rank(values: list[int]) -> list[int]:
+    """Each value's maximum over all ranks (unchanged when not distributed), e.g. a stop signal at a step.
+
+    One small all-reduce: cheap enough to run after every optimizer step, so ranks stop at the same one.
+    """
+    if not is_distributed():
+        return list(values)
+    flags = torch.tensor(values, dtype=torch.long, device=_flags_device())
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    return flags.tolist()
+
+
+def earliest_step(step: torch.Tensor) -> int:
+    """The smallest non-zero step over all ranks, 0 when every rank holds 0 (e.g. the first non-finite loss)."""
+    if not is_distributed():
+        return int(step.item())
+    never = torch.iinfo(torch.long).max
+    earliest = torch.where(step == 0, never, step).to(torch.long)
+    dist.all_reduce(earliest, op=dist.ReduceOp.MIN)
+    value = int(earliest.item())
+    return 0 if value == never else value
+
+
+def from_main(value):
+    """Rank 0's `value` on every rank (unchanged when not distributed): one decision, e.g. the run folder."""
+    if not is_distributed():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def for_evaluation(net: nn.Module) -> nn.Module:
     """The module to validate through: without DDP, whose forward may sync buffers across ranks."""
     return unwrap(net) if is_distributed() else net
