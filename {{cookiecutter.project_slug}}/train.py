@@ -210,7 +210,7 @@ def at_step_boundary(run: Run, out: Path, epoch: int, step: int, totals: engine.
     ranks stop together and the checkpoint holds a step every rank completed.
     """
     interrupts.pause_point(f"step:{epoch}:{step}", until=run.stop)
-    signum, save_due = parallel.max_on_any_rank([run.stop.signum or 0, int(run.save_clock.due())])
+    signum, save_due = parallel.max_on_any_rank([run.stop.signum or 0, int(run.save_clock.due())], run.device)
     if signum or save_due:
         epoch_totals = totals.saved()  # a collective under ddp: every rank calls it
         if parallel.is_main_process():

@@ -186,3 +186,28 @@ def test_a_nan_on_one_rank_stops_every_rank_with_one_line_and_exit_1(tiny_data, 
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 2 and all("non-finite loss at epoch 1 step 3" in line for line in errors), result.stderr
     assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 0
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_rank_stops_both_at_the_same_step_with_that_step_saved(tiny_data, tmp_path):
+    """Rank 1 alone paused after step 1 gets SIGTERM: both ranks stop after step 1, which last.pt holds."""
+    out, log = tmp_path / "run", tmp_path / "term.log"
+    command = [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", *_ddp_args(tiny_data, out)]
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:1@1"}),
+                                   stdout=handle, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while not (match := re.search(r"paused at step:1:1 \(rank 1, pid (\d+)\)", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.05)
+        os.kill(int(match.group(1)), signal.SIGTERM)
+        process.wait(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    text = log.read_text()
+    assert "stopped by SIGTERM at epoch 1 step 1" in text and "error:" not in text, text[-3000:]
+    assert "paused at step:1:1 (rank 0" not in text
+    state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
+    assert (state["epoch"], state["step"]) == (1, 1) and state["epoch_totals"]["seen"] == 8

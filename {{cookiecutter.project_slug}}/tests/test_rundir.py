@@ -51,6 +51,8 @@ def test_plans_for_each_combination_of_out_resume_and_overwrite(tmp_path, monkey
     assert rundir.plan(str(out), None, True) == rundir.Plan(out, None)
     with pytest.raises(rundir.RunDirError):
         rundir.plan(str(out), None, False)
+    with pytest.raises(rundir.ConfigError, match="cannot be combined"):
+        rundir.plan(str(out), "auto", True)
     fresh = rundir.plan(None, None, False)
     assert fresh.out.parent == Path("runs") and fresh.link_latest and fresh.resume is None
 

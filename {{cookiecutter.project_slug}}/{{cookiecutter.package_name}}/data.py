@@ -168,9 +168,9 @@ def write_demo_dataset(root: Path, *, train_per_class: int = 240, val_per_class:
     return root
 
 
-if __name__ == "__main__":  # python -m {{ cookiecutter.package_name }}.data check DATA (see datacheck.py)
-    import sys
 
-    from .datacheck import main
+if __name__ == "__main__":  # python -m {{ cookiecutter.package_name }}.data check DATA
+    import runpy
 
-    sys.exit(main())
+    # Handed over by name: datacheck.py imports this module, never the other way round.
+    runpy.run_module(f"{__package__}.datacheck", run_name="__main__")

@@ -200,3 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"problem: {problem}")
     print("would stop a run: yes" if problems else "ok: nothing here would stop a run")
     return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    import importlib
+
+    # The imported module's main, not this copy's: worker processes find _probe under its real name.
+    sys.exit(importlib.import_module(__spec__.name).main())

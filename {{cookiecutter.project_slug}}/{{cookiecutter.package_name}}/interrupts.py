@@ -27,7 +27,7 @@ from . import config
 
 # Test hook, never set in normal use: the crash tests set <PACKAGE>_TEST_PAUSE_AT to a point
 # name (e.g. "step:2:1", "save:last.pt:2") so that train.py stops there and sleeps, and the test
-# can SIGKILL it at a known instant. Unset (the default), pause_point() does nothing.
+# can SIGKILL it at a known instant; "NAME@R" pauses rank R only. Unset (the default), pause_point() does nothing.
 # Under torchrun the hook pauses in the first attempt only, so a restarted job runs through.
 PAUSE_ENV_VAR = f"{config.PACKAGE.upper()}_TEST_PAUSE_AT"
 
@@ -105,9 +105,11 @@ def pause_point(name: str, until: Callable[[], bool] | None = None) -> None:
 
     The wait ends after 10 minutes, or as soon as `until()` is true (a stop request arrived).
     """
-    if os.environ.get(PAUSE_ENV_VAR) != name or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
+    rank = os.environ.get("RANK", "0")
+    wanted = os.environ.get(PAUSE_ENV_VAR)
+    if wanted not in (name, f"{name}@{rank}") or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
         return
-    print(f"paused at {name} (rank {os.environ.get('RANK', 0)}, pid {os.getpid()})", file=sys.stderr, flush=True)
+    print(f"paused at {name} (rank {rank}, pid {os.getpid()})", file=sys.stderr, flush=True)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not (until is not None and until()):
         time.sleep(0.02)

@@ -46,6 +46,7 @@ def read_metrics(path: Path) -> list[dict]:
     if not path.is_file():
         return []
     with open(path, newline="") as handle:
-        return [{key: (int(value) if key == "epoch" else float(value)) for key, value in row.items()}
+        # An empty cell is a column the row's run did not record (e.g. rows written before it existed).
+        return [{key: (int(value) if key == "epoch" else float(value)) for key, value in row.items() if value != ""}
                 for row in csv.DictReader(handle)]
 

@@ -206,19 +206,15 @@ def first_on_any_rank(value: int | None) -> int | None:
     return next((v for v in values if v is not None), None)
 
 
-def _flags_device() -> torch.device:
-    """Where a small tensor for a collective must live: on this rank's GPU for nccl, else the CPU."""
-    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-
-
-def max_on_any_rank(values: list[int]) -> list[int]:
+def max_on_any_rank(values: list[int], device: torch.device) -> list[int]:
     """Each value's maximum over all ranks (unchanged when not distributed), e.g. a stop signal at a step.
 
-    One small all-reduce: cheap enough to run after every optimizer step, so ranks stop at the same one.
+    One small all-reduce on the run's `device` (nccl needs the GPU): cheap enough to run after every
+    optimizer step, so ranks stop at the same one.
     """
     if not is_distributed():
         return list(values)
-    flags = torch.tensor(values, dtype=torch.long, device=_flags_device())
+    flags = torch.tensor(values, dtype=torch.long, device=device)
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)
     return flags.tolist()
 

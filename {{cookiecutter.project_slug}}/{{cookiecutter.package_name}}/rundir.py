@@ -56,6 +56,8 @@ def new_run_name(root: Path = RUNS_ROOT) -> str:
 
 def plan(out: str | None, resume: str | None, overwrite: bool) -> Plan:
     """Decide the run folder and the checkpoint to continue from; raise RunDirError/ConfigError when unsafe."""
+    if resume is not None and overwrite:
+        raise ConfigError("--overwrite starts afresh; it cannot be combined with --resume")
     if resume == "auto":
         if out is None:
             raise ConfigError("--resume auto needs --out DIR: the folder a restarted job continues in")
@@ -64,8 +66,6 @@ def plan(out: str | None, resume: str | None, overwrite: bool) -> Plan:
             return Plan(folder, str(folder / "last.pt"), f"resume auto: continuing from {folder / 'last.pt'}")
         return Plan(folder, None, f"resume auto: no {folder / 'last.pt'} yet, starting fresh")
     if resume is not None:
-        if overwrite:
-            raise ConfigError("--overwrite starts afresh; it cannot be combined with --resume")
         source = Path(resume)
         return Plan(Path(out) if out else (source if source.is_dir() else source.parent), resume)
     if out is None:
