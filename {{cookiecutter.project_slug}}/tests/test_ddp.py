@@ -143,7 +143,7 @@ def test_a_rank_sigkilled_mid_epoch_is_restarted_and_the_job_ends_with_the_unint
                *_ddp_args(tiny_data, out), "--resume", "auto", "--save-every-minutes", "1e-6"]
     with open(log, "wb") as handle:
         process = subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:2"}),
-                                   stdout=handle, stderr=subprocess.STDOUT)
+                                   stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while not (match := re.search(r"paused at step:1:2 \(rank 1, pid (\d+)\)", log.read_text())):
@@ -153,8 +153,8 @@ def test_a_rank_sigkilled_mid_epoch_is_restarted_and_the_job_ends_with_the_unint
         os.kill(int(match.group(1)), signal.SIGKILL)
         assert process.wait(timeout=300) == 0, log.read_text()[-3000:]
     finally:
-        if process.poll() is None:
-            process.kill()
+        if process.poll() is None:  # the test failed: take torchrun's workers down with it
+            os.killpg(process.pid, signal.SIGKILL)
     text = log.read_text()
     print(f"elastic: restart and finish took {time.monotonic() - killed:.1f} s after the kill")
     assert "resume auto: continuing from" in text  # the restarted ranks found the mid-epoch checkpoint
@@ -195,7 +195,7 @@ def test_sigterm_to_one_rank_stops_both_at_the_same_step_with_that_step_saved(ti
     command = [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", *_ddp_args(tiny_data, out)]
     with open(log, "wb") as handle:
         process = subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:1@1"}),
-                                   stdout=handle, stderr=subprocess.STDOUT)
+                                   stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while not (match := re.search(r"paused at step:1:1 \(rank 1, pid (\d+)\)", log.read_text())):
@@ -204,8 +204,8 @@ def test_sigterm_to_one_rank_stops_both_at_the_same_step_with_that_step_saved(ti
         os.kill(int(match.group(1)), signal.SIGTERM)
         process.wait(timeout=300)
     finally:
-        if process.poll() is None:
-            process.kill()
+        if process.poll() is None:  # the test failed: take torchrun's workers down with it
+            os.killpg(process.pid, signal.SIGKILL)
     text = log.read_text()
     assert "stopped by SIGTERM at epoch 1 step 1" in text and "error:" not in text, text[-3000:]
     assert "paused at step:1:1 (rank 0" not in text
