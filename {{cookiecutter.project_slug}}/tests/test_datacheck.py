@@ -86,6 +86,7 @@ def test_check_reports_unreadable_files_empty_classes_balance_and_sizes(bad_data
     assert "problem: 1 of 24 images in train/ are unreadable" in out
 
 
+@pytest.mark.slow
 def test_check_of_clean_data_exits_0_through_python_dash_m(tiny_data):
     """`python -m PACKAGE.data check DATA` on readable data: exit 0 and says nothing would stop a run."""
     result = subprocess.run([sys.executable, "-m", "{{ cookiecutter.package_name }}.data", "check", str(tiny_data),

@@ -52,9 +52,9 @@ def _same_training_state(path: Path, reference: Path) -> None:
     """Model and optimizer tensors equal bit for bit."""
     mine, theirs = (torch.load(p, map_location="cpu", weights_only=True) for p in (path, reference))
     for key in ("model", "optimizer"):
-        flat = [(name, t) for name, t in _tensors(mine[key])]
-        other = dict(_tensors(theirs[key]))
-        assert flat and all(torch.equal(t, other[name]) for name, t in flat), key
+        flat, other = list(_tensors(mine[key])), dict(_tensors(theirs[key]))
+        different = [name for name, tensor in flat if not torch.equal(tensor, other[name])]
+        assert flat and not different, f"{key}: {len(different)} tensors differ, first {different[:3]}"
     assert (mine["epoch"], mine["step"]) == (theirs["epoch"], theirs["step"])
 
 

@@ -117,7 +117,18 @@ def start_distributed(mode: str, device: torch.device) -> None:
     if mode != "ddp" or is_distributed():
         return
     on_cuda = device.type == "cuda"
-    dist.init_process_group(backend="nccl" if on_cuda else "gloo", device_id=device if on_cuda else None)
+    backend, device_id = ("nccl", device) if on_cuda else ("gloo", None)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is None:
+        dist.init_process_group(backend=backend, device_id=device_id)
+        return
+    # A process restarted by `torchrun --max-restarts` meets the others in the agent's store, which
+    # still holds the previous attempt's peer addresses under the same keys: a rank that reads one
+    # before it is overwritten connects to a dead port (refused, or a 30-minute wait). Each attempt
+    # gets its own key prefix instead.
+    store, rank, size = next(dist.rendezvous("env://"))
+    dist.init_process_group(backend=backend, device_id=device_id, rank=rank, world_size=size,
+                            store=dist.PrefixStore(f"attempt_{attempt}/", store))
 
 
 def stop_distributed() -> None:
