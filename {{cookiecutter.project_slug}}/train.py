@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import torch
+import tqdm
 
 from {{ cookiecutter.package_name }} import (
     backbones,
@@ -23,6 +24,7 @@ from {{ cookiecutter.package_name }} import (
     cli,
     config,
     data,
+    datacheck,
     devices,
     engine,
     finetune,
@@ -36,6 +38,7 @@ from {{ cookiecutter.package_name }} import (
     replay,
     reproducibility,
     run_checkpoint,
+    rundir,
     tracking,
 )
 from {{ cookiecutter.package_name }}.errors import ConfigError
@@ -77,8 +80,20 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=None,
                    help=f"start from ImageNet weights (needs a download or a cached file; default: {d.pretrained})")
     p.add_argument("--label-smoothing", type=float, default=d.label_smoothing)
-    p.add_argument("--out", default=d.out, help="run directory for checkpoints, metrics and plots")
-    p.add_argument("--resume", default=d.resume, help="a checkpoint file or a run directory to continue")
+    p.add_argument("--out", default=d.out,
+                   help="run directory for checkpoints, metrics and plots (default: a new runs/<timestamp>, "
+                        "linked as runs/latest)")
+    p.add_argument("--resume", default=d.resume,
+                   help="a checkpoint file or a run directory to continue; auto: OUT/last.pt if it exists, "
+                        "else start fresh (for restarted and requeued jobs)")
+    p.add_argument("--overwrite", action="store_true", default=d.overwrite,
+                   help="start afresh in an --out that holds another run's checkpoints, replacing them")
+    p.add_argument("--max-bad-fraction", type=float, default=d.max_bad_fraction,
+                   help="unreadable images are skipped (with a warning); more than this fraction of a split "
+                        "stops the run (default: %(default)s)")
+    p.add_argument("--save-every-minutes", type=float, default=d.save_every_minutes,
+                   help="also save a mid-epoch last.pt this often, so a kill -9 loses at most that much "
+                        "(default: at epoch ends and on SIGINT/SIGTERM only)")
     p.add_argument("--logger", choices=tracking.LOGGERS, default=d.logger,
                    help="tensorboard: event files in --out (needs pip install -e '.[tensorboard]')")
     p.add_argument("--config", metavar="FILE",
@@ -113,6 +128,8 @@ def check_numbers(cfg: config.TrainConfig) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
     if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
         raise ConfigError("--workers must be >= 0 and --image-size >= 16")
+    if cfg.save_every_minutes < 0 or not 0 <= cfg.max_bad_fraction < 1:
+        raise ConfigError("--save-every-minutes must be >= 0 and --max-bad-fraction in [0, 1)")
     backbones.check_backbone(cfg.backbone)
     if cfg.image_size:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
@@ -125,12 +142,16 @@ def resolve_modes(cfg: config.TrainConfig, device: torch.device) -> tuple[config
     defaults = config.TrainConfig()  # the template's answers
     parallel_mode, parallel_note = parallel.resolve_parallel(cfg.parallel, defaults.parallel, device)
     precision_name, precision_note = precision.resolve_precision(cfg.precision, defaults.precision, device)
-    # --resume and --init-from bring their own weights; otherwise the default may fall back when offline
+    notes = [note for note in (parallel_note, precision_note) if note]
+    return dataclasses.replace(cfg, parallel=parallel_mode, precision=precision_name), notes
+
+
+def resolve_weights(cfg: config.TrainConfig, resuming: bool) -> tuple[config.TrainConfig, str | None]:
+    """Settle --pretrained: a resumed run or --init-from brings its own weights; a default may fall back offline."""
     explicit = cfg.pretrained is not None
-    requested = (cfg.pretrained if explicit else defaults.pretrained) and not (cfg.resume or cfg.init_from)
-    pretrained, pretrained_note = model.resolve_pretrained(cfg.backbone, requested, explicit)
-    notes = [note for note in (parallel_note, precision_note, pretrained_note) if note]
-    return dataclasses.replace(cfg, parallel=parallel_mode, precision=precision_name, pretrained=pretrained), notes
+    requested = (cfg.pretrained if explicit else config.TrainConfig().pretrained) and not (resuming or cfg.init_from)
+    pretrained, note = model.resolve_pretrained(cfg.backbone, requested, explicit)
+    return dataclasses.replace(cfg, pretrained=pretrained), note
 
 
 class Run:
@@ -158,10 +179,18 @@ class Run:
             train_set, val_set = cache.cache_splits(train_set, val_set, self.image_size, cfg.cache_budget_mb,
                                                     cfg.workers)
         self.class_names = train_set.classes
-        self.train_loader = data.build_loader(train_set, cfg.batch_size, device, train=True, workers=cfg.workers,
-                                              seed=cfg.seed, sampler=parallel.train_sampler(train_set, cfg.seed))
-        self.val_loader = data.build_loader(val_set, cfg.batch_size, device, train=False, workers=cfg.workers,
-                                            sampler=parallel.eval_shard(val_set))
+        # Unreadable images are skipped, reported once and counted, not fatal (datacheck.py); cached data has none.
+        self.unreadable = datacheck.UnreadableLog({"train": len(train_set), "val": len(val_set)}, cfg.max_bad_fraction)
+        train_source, val_source = ((train_set, val_set) if cfg.cache_images else
+                                    (datacheck.SkipUnreadable(train_set), datacheck.SkipUnreadable(val_set)))
+        self.train_loader = datacheck.ReportingLoader(
+            data.build_loader(train_source, cfg.batch_size, device, train=True, workers=cfg.workers, seed=cfg.seed,
+                              sampler=parallel.train_sampler(train_set, cfg.seed)),
+            functools.partial(self.note_unreadable, "train"))
+        self.val_loader = datacheck.ReportingLoader(
+            data.build_loader(val_source, cfg.batch_size, device, train=False, workers=cfg.workers,
+                              sampler=parallel.eval_shard(val_set)),
+            functools.partial(self.note_unreadable, "val"))
         self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
         self.model = model.build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained,
                                        device=device, image_size=self.image_size).to(memory_format=self.memory_format)
@@ -176,40 +205,76 @@ class Run:
         self.mix = finetune.batch_mixer(cfg.mixup, cfg.cutmix, len(self.class_names))
         finetune.freeze_backbone(self.model, finetune.backbone_frozen(1, cfg.freeze_backbone, cfg.unfreeze_at))
         self.wrapped_model = parallel.wrap_model(self.model, cfg.parallel, device, compile=cfg.compile)
-        self.start_epoch, self.best_acc, self.rows = 1, -1.0, []
+        self.start_epoch, self.start_step, self.best_acc, self.rows = 1, 0, -1.0, []
+        self.resumed_totals: dict | None = None  # a mid-epoch checkpoint's sums for the epoch it continues
         self.stop = interrupts.StopRequest()  # flagged by SIGINT/SIGTERM once train() installs it
         self.logger, self.step_losses = tracking.Logger(), None  # open_logger() replaces the no-op logger
+        self.save_clock = interrupts.SaveClock(cfg.save_every_minutes)
 
     @property
     def steps_per_epoch(self) -> int:
         """Optimizer steps in one epoch (batches grouped by --accum-steps): the logger's step axis."""
         return finetune.optimizer_steps_per_epoch(len(self.train_loader), self.cfg.accum_steps)
 
-    def state(self, epoch: int, weights: str = "model") -> dict:
-        """A checkpoint of this run after `epoch` (layout: run_checkpoint.py); `weights="ema"`: the average's."""
+    def state(self, epoch: int, step: int = 0, epoch_totals: dict | None = None, weights: str = "model") -> dict:
+        """A checkpoint after `step` optimizer steps of `epoch`, 0: the whole epoch (layout: run_checkpoint.py).
+
+        `weights="ema"`: the averaged weights go under `model` (a best.pt where they validated better).
+        """
         return run_checkpoint.training_state(
             model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler,
             loss_fn=self.loss_fn, epoch=epoch, best_val_acc=self.best_acc, config=self.cfg.to_dict(),
             class_names=self.class_names, image_size=self.image_size, metrics=self.rows,
-            preprocessing=self.preprocessing, ema=self.ema, weights=weights)
+            preprocessing=self.preprocessing, ema=self.ema, weights=weights, step=step,
+            epoch_totals=epoch_totals, unreadable=self.unreadable.state())
+
+    def note_unreadable(self, split: str, path: str, reason: str) -> None:
+        """Warn the first time an image turns out unreadable (on the rank that read it)."""
+        if self.unreadable.add(split, path):
+            tqdm.tqdm.write(f"warning: skipping unreadable image {path}: {reason}", file=sys.stderr)  # above the bar
 
     def resume(self, path: str) -> None:
-        """Continue after the last completed epoch of a checkpoint."""
+        """Continue where a checkpoint stopped: after its epoch, or at its step inside the epoch."""
         state = run_checkpoint.read(path, map_location=self.device)
         run_checkpoint.check_classes(state, self.class_names, path)
         run_checkpoint.restore_training(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
                                         scaler=self.scaler, source=path, ema=self.ema)
-        self.start_epoch, self.best_acc = state["epoch"] + 1, state["best_val_acc"]
+        self.start_epoch, self.start_step = run_checkpoint.resume_position(state)
+        # The saved sums are every rank's together: rank 0 alone carries them on.
+        self.resumed_totals = state.get("epoch_totals") if self.start_step and parallel.is_main_process() else None
+        self.best_acc = state["best_val_acc"]
+        self.unreadable.found.update({split: set(paths) for split, paths in state.get("unreadable", {}).items()})
         self.rows = run_checkpoint.metrics_until_epoch(state, outputs.read_metrics(Path(self.cfg.out) / "metrics.csv"))
 
 
-def run_epoch(run: Run, epoch: int) -> dict:
-    """Train and validate once; return the epoch's metrics row."""
-    # The epoch's randomness derives from (seed, epoch) alone, so a resumed run redraws it exactly.
-    reproducibility.seed_epoch(run.cfg.seed, epoch)
-    run.train_loader.sampler.set_epoch(epoch)
-    # Under ddp the stop request is settled between epochs (all ranks must agree), not per step.
-    after_step = None if parallel.is_distributed() else functools.partial(run.stop.check, epoch)
+def at_step_boundary(run: Run, out: Path, epoch: int, step: int, totals: engine.RunningTotals) -> None:
+    """After each optimizer step: save a mid-epoch last.pt when a signal came or the clock says so, and stop.
+
+    Under ddp every rank takes the same decision at the same step (one small all-reduce), so the
+    ranks stop together and the checkpoint holds a step every rank completed.
+    """
+    interrupts.pause_point(f"step:{epoch}:{step}", until=run.stop)
+    signum, save_due = parallel.max_on_any_rank([run.stop.signum or 0, int(run.save_clock.due())], run.device)
+    if signum or save_due:
+        epoch_totals = totals.saved()  # a collective under ddp: every rank calls it
+        if parallel.is_main_process():
+            pause = functools.partial(interrupts.pause_point, f"save:last.pt:{epoch}:{step}")
+            run_checkpoint.save(out / "last.pt", run.state(epoch, step, epoch_totals), before_replace=pause)
+        run.save_clock.reset()
+    if signum:
+        raise interrupts.TrainingInterrupted(signum, epoch, step)
+
+
+def run_epoch(run: Run, epoch: int, out: Path) -> dict:
+    """Train and validate once (the rest of the epoch, after a mid-epoch resume); return its metrics row."""
+    start_step = run.start_step if epoch == run.start_epoch else 0
+    if not start_step:
+        # The epoch's randomness derives from (seed, epoch) alone, so a resumed run redraws it exactly.
+        # Mid-epoch, the checkpoint restored the RNG states of that step boundary instead.
+        reproducibility.seed_epoch(run.cfg.seed, epoch)
+    # start_step counts optimizer steps; each took --accum-steps batches
+    run.train_loader.sampler.set_epoch(epoch, start=start_step * run.cfg.accum_steps * run.cfg.batch_size)
+    totals = engine.RunningTotals.start(run.device, run.resumed_totals if start_step else None)
     progress = parallel.is_main_process()
     cfg = run.cfg
     if finetune.freeze_backbone(run.model, finetune.backbone_frozen(epoch, cfg.freeze_backbone, cfg.unfreeze_at)):
@@ -218,18 +283,21 @@ def run_epoch(run: Run, epoch: int) -> dict:
     step_losses = [] if run.logger.wants_step_losses else None
     train_stats = engine.train_one_epoch(run.wrapped_model, run.loss_fn, run.optimizer, run.train_loader, run.device,
                                          policy=run.policy, scaler=run.scaler, scheduler=run.scheduler, epoch=epoch,
-                                         progress=progress, memory_format=run.memory_format, after_step=after_step,
-                                         accum_steps=cfg.accum_steps, clip_grad=cfg.clip_grad, ema=run.ema,
-                                         mix=run.mix, step_losses=step_losses)
+                                         progress=progress, memory_format=run.memory_format,
+                                         after_step=functools.partial(at_step_boundary, run, out, epoch),
+                                         start_step=start_step, totals=totals, accum_steps=cfg.accum_steps,
+                                         clip_grad=cfg.clip_grad, ema=run.ema, mix=run.mix, step_losses=step_losses)
     run.step_losses = torch.stack(step_losses) if step_losses else None  # on the device; logged per epoch
     interrupts.pause_point(f"validate:{epoch}")
     val_stats = engine.evaluate(parallel.for_evaluation(run.wrapped_model), run.loss_fn, run.val_loader, run.device,
                                 policy=run.policy, progress=progress, memory_format=run.memory_format)
+    run.unreadable.pool_ranks()
+    run.unreadable.check()  # too many unreadable files: stop (exit 2) rather than train on what is left
     row = {"epoch": epoch, "train_loss": round(train_stats.loss, 6), "train_acc": round(train_stats.acc, 6),
            "val_loss": round(val_stats.loss, 6), "val_acc": round(val_stats.acc, 6),
            "lr": run.optimizer.param_groups[-1]["lr"],  # the head's (the backbone's is lr * --backbone-lr-scale)
            "epoch_time_s": round(train_stats.seconds + val_stats.seconds, 3),
-           "images_per_s": round(train_stats.images_per_s, 1)}
+           "images_per_s": round(train_stats.images_per_s, 1), "unreadable_images": run.unreadable.count()}
     if run.ema is not None:  # the averaged weights are validated too: best.pt keeps whichever is better
         ema_stats = engine.evaluate(run.ema.module, run.loss_fn, run.val_loader, run.device, policy=run.policy,
                                     progress=progress, memory_format=run.memory_format)
@@ -243,9 +311,10 @@ def log_epoch(run: Run, row: dict) -> None:
 
 
 def open_logger(run: Run, out: Path) -> None:
-    """The run's logger on rank 0; a resumed run's logger drops what an interrupted epoch had logged."""
+    """The run's logger on rank 0; a resumed run's logger drops what an interrupted run had logged after its checkpoint."""
     if parallel.is_main_process():
-        first_step = (run.start_epoch - 1) * run.steps_per_epoch + 1  # global optimizer steps count from 1
+        # global optimizer steps count from 1; a mid-epoch checkpoint already holds start_step of its epoch
+        first_step = (run.start_epoch - 1) * run.steps_per_epoch + run.start_step + 1
         run.logger = tracking.open_logger(run.cfg.logger, out, purge_step=first_step, hparams=run.cfg.to_dict())
 
 
@@ -266,17 +335,18 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
     for name in ("best.pt", "last.pt") if improved else ("last.pt",):
         pause = functools.partial(interrupts.pause_point, f"save:{name}:{row['epoch']}")
         run_checkpoint.save(out / name, best if name == "best.pt" else state, before_replace=pause)
+    run.save_clock.reset()
 
 
 def train_epochs(run: Run, out: Path) -> None:
     """Train from run.start_epoch to the last epoch, saving each.
 
-    A stop request ends the run one way: TrainingInterrupted, raised after a step (one process)
-    or, agreed by every rank, after an epoch's checkpoint is written.
+    A stop request ends the run one way: TrainingInterrupted, agreed by every rank, raised after a
+    step (its mid-epoch checkpoint written) or after an epoch's checkpoint is written.
     """
     cfg = run.cfg
     for epoch in range(run.start_epoch, cfg.epochs + 1):
-        row = run_epoch(run, epoch)
+        row = run_epoch(run, epoch, out)
         log_epoch(run, row)
         save_epoch(run, row, out)
         parallel.print_main(f"epoch {epoch}/{cfg.epochs}  train_loss {row['train_loss']:.4f}  "
@@ -292,19 +362,39 @@ def train_epochs(run: Run, out: Path) -> None:
             return
 
 
-def prepare_out(run: Run, out: Path, device: torch.device) -> None:
-    """config.json, and the state --resume starts from; on rank 0 only."""
+def plan_out(cfg: config.TrainConfig) -> tuple[config.TrainConfig, rundir.Plan]:
+    """The run folder and the checkpoint to continue from, decided by rank 0 for every rank."""
+    decision: rundir.Plan | str = ""
+    if parallel.is_main_process():
+        try:
+            decision = rundir.plan(cfg.out, cfg.resume, cfg.overwrite)
+        except ConfigError as error:
+            decision = str(error)
+    decision = parallel.from_main(decision)
+    if isinstance(decision, str):  # every rank refuses alike
+        raise rundir.RunDirError(decision)
+    return dataclasses.replace(cfg, out=str(decision.out)), decision
+
+
+def prepare_out(run: Run, out: Path, device: torch.device, plan: rundir.Plan) -> None:
+    """config.json, runs/latest, and the state --resume starts from; on rank 0 only."""
     cfg = run.cfg
     if not parallel.is_main_process():
         return
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoint.remove_partial_writes(out)  # what a kill mid-write left behind
+    if cfg.overwrite:
+        rundir.clear_run_files(out)
+    if plan.link_latest:
+        note = rundir.link_latest(out)
+        if note:
+            print(note, file=sys.stderr)
     outputs.write_json(out / "config.json", {**cfg.to_dict(), "resolved_device": str(device),
                                              "device_identity": devices.device_identity(device),  # which card
                                              "image_size": run.image_size, "class_names": run.class_names,
                                              "preprocessing": run.preprocessing.to_dict(),
                                              "environment": outputs.run_environment()})  # to rerun it
-    if cfg.resume:  # what a kill mid-write left behind
-        checkpoint.remove_partial_writes(out)
-    else:  # epoch 0: even a run killed in its first epoch can be resumed
+    if not plan.resume:  # epoch 0: even a run killed in its first epoch can be resumed
         run_checkpoint.save(out / "last.pt", run.state(0))
 
 
@@ -315,12 +405,15 @@ def train(cfg: config.TrainConfig, *, verbose: bool = False, debug_devices: bool
     device = config.configure_device(cfg.device)
     cfg, notes = resolve_modes(cfg, device)
     parallel.start_distributed(cfg.parallel, device)  # stopped in main()'s finally
+    cfg, plan = plan_out(cfg)
+    cfg, weights_note = resolve_weights(cfg, resuming=plan.resume is not None)
     ranks = f", one of {parallel.world_size()} ddp ranks" if cfg.parallel == "ddp" else ""
     parallel.print_main(f"device: {devices.describe_device(device)}{ranks}")
     if warning := devices.index_order_warning():  # cuda:N may not be nvidia-smi's GPU N
         parallel.print_main(warning)
-    for note in notes:
-        parallel.print_main(note)
+    for note in [*notes, plan.note, weights_note]:
+        if note:
+            parallel.print_main(note)
     reproducibility.seed_everything(cfg.seed)  # the initial weights too: same seed, same run
     run = Run(cfg, device)
     parallel.print_main(f"image size: {run.image_size} px, {run.preprocessing.reason}")
@@ -331,17 +424,18 @@ def train(cfg: config.TrainConfig, *, verbose: bool = False, debug_devices: bool
         parallel.print_main(devices.device_report(run.model))
     if debug_devices:
         devices.DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's
-    if cfg.resume:
-        run.resume(cfg.resume)
+    if plan.resume:
+        run.resume(plan.resume)
     out = Path(cfg.out)
-    prepare_out(run, out, device)
+    prepare_out(run, out, device, plan)
     open_logger(run, out)
     with run.stop.installed():
         try:
             train_epochs(run, out)
         except interrupts.TrainingInterrupted as stop:
-            print(f"stopped by {stop}: {out / 'last.pt'} holds epoch {stop.epoch - 1}; "
-                  f"continue with --resume {out}", file=sys.stderr, flush=True)
+            held = f"epoch {stop.epoch} step {stop.step}" if stop.step else f"epoch {stop.epoch - 1}"
+            parallel.print_main(f"stopped by {stop}: {out / 'last.pt'} holds {held}; "
+                                f"continue with --resume {out} (or --resume auto --out {out})", file=sys.stderr)
             return stop.exit_code
         finally:
             run.logger.close()

@@ -1,15 +1,24 @@
-"""DistributedDataParallel for real: train.py launched by torchrun, two processes on CPU (gloo)."""
+"""DistributedDataParallel for real: train.py launched by torchrun, two processes on CPU (gloo).
+
+Also elastic training: a rank SIGKILLed mid-epoch is restarted by `torchrun --max-restarts` and the
+job ends with the weights of an uninterrupted run; two torchrun agents (two "nodes" on one machine)
+train like one agent with two processes; a NaN on one rank stops every rank.
+"""
 
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 import train
+from {{ cookiecutter.package_name }}.interrupts import PAUSE_ENV_VAR
 from {{ cookiecutter.package_name }}.parallel import weights_digest
 from {{ cookiecutter.package_name }}.run_checkpoint import model_from_state
 
@@ -18,21 +27,50 @@ CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
 RUN_FILES = ["best.pt", "config.json", "curves.png", "last.pt", "metrics.csv"]
 
 
-def torchrun(nproc: int, *args: str) -> subprocess.CompletedProcess:
-    """`torchrun --standalone --nproc_per_node=N train.py ARGS` with this interpreter (works in any venv)."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "train.py", *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # two ranks share the cores; torchrun's own default, said quietly
-    return subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600)
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # torchrun with this interpreter (works in any venv)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # ranks share the cores; torchrun's own default, quietly
+    env.pop(PAUSE_ENV_VAR, None)
+    return {**env, **extra}
+
+
+def torchrun(nproc: int, *args: str, script: str = "train.py") -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc_per_node=N train.py ARGS`."""
+    command = [*TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", script, *args]
+    return subprocess.run(command, cwd=PROJECT, env=_env(), capture_output=True, text=True, timeout=600)
+
+
+def _ddp_args(tiny_data: Path, out: Path) -> list[str]:
+    # The smallest stock backbone: DDP does not care, and 18 MB checkpoints keep a run near 30 s
+    return ["--device", "cpu", "--parallel", "ddp", "--data", str(tiny_data), "--image-size", "32",
+            "--batch-size", "4", "--epochs", "1", "--backbone", "mobilenet_v3_small", "--out", str(out)]
+
+
+def _same_training_state(path: Path, reference: Path) -> None:
+    """Model and optimizer tensors equal bit for bit."""
+    mine, theirs = (torch.load(p, map_location="cpu", weights_only=True) for p in (path, reference))
+    for key in ("model", "optimizer"):
+        flat, other = list(_tensors(mine[key])), dict(_tensors(theirs[key]))
+        different = [name for name, tensor in flat if not torch.equal(tensor, other[name])]
+        assert flat and not different, f"{key}: {len(different)} tensors differ, first {different[:3]}"
+    assert (mine["epoch"], mine["step"]) == (theirs["epoch"], theirs["step"])
+
+
+def _tensors(obj, prefix: str = ""):
+    if isinstance(obj, torch.Tensor):
+        yield prefix, obj
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _tensors(value, f"{prefix}/{key}")
 
 
 @pytest.fixture(scope="module")
 def ddp_run(tiny_data, tmp_path_factory):
     """One two-rank, one-epoch DDP run on the CPU, shared by the tests that inspect it."""
     out = tmp_path_factory.mktemp("ddp") / "run"
-    # The smallest stock backbone: DDP does not care, and 18 MB checkpoints keep this run near 30 s
-    result = torchrun(2, "--device", "cpu", "--parallel", "ddp", "--data", str(tiny_data), "--image-size", "32",
-                      "--batch-size", "4", "--epochs", "1", "--backbone", "mobilenet_v3_small", "--out", str(out))
+    result = torchrun(2, *_ddp_args(tiny_data, out))
     assert result.returncode == 0, result.stderr[-3000:]
     return result, out
 
@@ -88,3 +126,88 @@ def test_ddp_with_nccl_puts_each_rank_on_its_own_gpu(tiny_data, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "device: cuda:0" in result.stdout and "weights identical on every rank" in result.stdout
     assert sorted(path.name for path in out.iterdir()) == RUN_FILES
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_rank_sigkilled_mid_epoch_is_restarted_and_the_job_ends_with_the_uninterrupted_weights(
+        ddp_run, tiny_data, tmp_path):
+    """torchrun --max-restarts 2 ... --resume auto: kill -9 rank 1 after step 2; exit 0, weights equal bit for bit."""
+    out, log = tmp_path / "run", tmp_path / "elastic.log"
+    command = [*TORCHRUN, "--standalone", "--nproc_per_node=2", "--max-restarts=2", "train.py",
+               *_ddp_args(tiny_data, out), "--resume", "auto", "--save-every-minutes", "1e-6"]
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:2"}),
+                                   stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (match := re.search(r"paused at step:1:2 \(rank 1, pid (\d+)\)", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.05)
+        killed = time.monotonic()
+        os.kill(int(match.group(1)), signal.SIGKILL)
+        assert process.wait(timeout=300) == 0, log.read_text()[-3000:]
+    finally:
+        if process.poll() is None:  # the test failed: take torchrun's workers down with it
+            os.killpg(process.pid, signal.SIGKILL)
+    text = log.read_text()
+    print(f"elastic: restart and finish took {time.monotonic() - killed:.1f} s after the kill")
+    assert "resume auto: continuing from" in text  # the restarted ranks found the mid-epoch checkpoint
+    _same_training_state(out / "last.pt", ddp_run[1] / "last.pt")
+
+
+@pytest.mark.slow
+def test_two_agents_of_one_process_each_train_like_one_agent_with_two(ddp_run, tiny_data, tmp_path):
+    """Two `torchrun --nnodes 2` agents meeting at a c10d rendezvous on 127.0.0.1 end with the same weights."""
+    out, port = tmp_path / "run", _free_port()
+    agents = []
+    for is_host in (1, 0):
+        command = [*TORCHRUN, "--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d",
+                   f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=two-nodes", f"--rdzv-conf=is_host={is_host}",
+                   "train.py", *_ddp_args(tiny_data, out)]
+        agents.append(subprocess.Popen(command, cwd=PROJECT, env=_env(), stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True))
+    outputs = [agent.communicate(timeout=300)[0] for agent in agents]
+    assert [agent.returncode for agent in agents] == [0, 0], "\n".join(text[-2000:] for text in outputs)
+    _same_training_state(out / "last.pt", ddp_run[1] / "last.pt")
+
+
+@pytest.mark.slow
+def test_a_nan_on_one_rank_stops_every_rank_with_one_line_and_exit_1(tiny_data, tmp_path):
+    """NaN on rank 1's last step only: both ranks print the same one-line error, nothing hangs, last.pt untouched."""
+    out = tmp_path / "run"
+    result = torchrun(2, "1", "3", *_ddp_args(tiny_data, out), script="tests/nan_on_one_rank.py")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 2 and all("non-finite loss at epoch 1 step 3" in line for line in errors), result.stderr
+    assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 0
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_rank_stops_both_at_the_same_step_with_that_step_saved(tiny_data, tmp_path):
+    """Rank 1 alone paused after step 1 gets SIGTERM: both ranks stop after step 1, which last.pt holds."""
+    out, log = tmp_path / "run", tmp_path / "term.log"
+    command = [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", *_ddp_args(tiny_data, out)]
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:1@1"}),
+                                   stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (match := re.search(r"paused at step:1:1 \(rank 1, pid (\d+)\)", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.05)
+        os.kill(int(match.group(1)), signal.SIGTERM)
+        process.wait(timeout=300)
+    finally:
+        if process.poll() is None:  # the test failed: take torchrun's workers down with it
+            os.killpg(process.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "stopped by SIGTERM at epoch 1 step 1" in text and "error:" not in text, text[-3000:]
+    assert "paused at step:1:1 (rank 0" not in text
+    state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
+    assert (state["epoch"], state["step"]) == (1, 1) and state["epoch_totals"]["seen"] == 8

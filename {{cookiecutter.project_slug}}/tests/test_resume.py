@@ -2,8 +2,11 @@
 
 The moments are chosen with train.py's test hook (interrupts.PAUSE_ENV_VAR): the process waits at
 a named point ("step:2:1" = after epoch 2's first optimizer step, "save:last.pt:2" = epoch 2's
-last.pt fully written to its temp file but not yet renamed into place, ...), says so on stderr,
-and the test kills it there. Every process is a real `python train.py` on real files.
+last.pt fully written to its temp file but not yet renamed into place, "save:last.pt:2:1" = the
+same for the mid-epoch last.pt after epoch 2's first step, ...), says so on stderr, and the test
+kills it there. Every process is a real `python train.py` on real files. The killed runs save a
+mid-epoch checkpoint after every step (`--save-every-minutes`) and each restart is the very same
+command with `--resume auto`, as a requeued job would be.
 """
 
 from __future__ import annotations
@@ -24,26 +27,30 @@ from {{ cookiecutter.package_name }}.interrupts import PAUSE_ENV_VAR
 PROJECT = Path(__file__).resolve().parent.parent
 EPOCHS = 3
 
-# (pause point, epoch that last.pt must hold once the process is killed there)
+EVERY_STEP = ["--save-every-minutes", "1e-6"]  # a mid-epoch last.pt after every step
+
+# (pause point, (epoch, step) that last.pt must hold once the process is killed there)
 KILLS_WORKERS_0 = [
-    ("step:1:2", 0),        # mid epoch 1: only the epoch-0 checkpoint exists
-    ("save:best.pt:1", 0),  # during the write of best.pt
-    ("save:last.pt:1", 0),  # during the write of last.pt: the old file must survive whole
-    ("validate:2", 1),      # between training and validation
-    ("step:3:3", 2),        # after the last step of the last epoch
+    ("step:1:2", (1, 1)),          # between steps: the checkpoint of step 1
+    ("save:best.pt:1", (1, 3)),    # during the write of best.pt: last.pt is still the last step's
+    ("save:last.pt:2:1", (1, 0)),  # during a mid-epoch write of last.pt: the old file survives whole
+    ("validate:2", (2, 3)),        # between training and validation: resumes with no step left
+    ("step:3:2", (3, 1)),
 ]
 KILLS_WORKERS_2 = [
-    ("step:1:1", 0),
-    ("save:last.pt:2", 1),
-    ("step:3:2", 2),
+    ("step:1:1", (0, 0)),          # before the first save: only the epoch-0 checkpoint exists
+    ("save:last.pt:2", (2, 3)),    # during the epoch-end write
+    ("step:3:2", (3, 1)),
 ]
 
 
-def _command(data: Path, out: Path, workers: int, resume: bool) -> list[str]:
+def _command(data: Path, out: Path, workers: int, resume: bool | str, extra: tuple[str, ...] = ()) -> list[str]:
     command = [sys.executable, "train.py", "--data", str(data), "--device", "cpu", "--epochs", str(EPOCHS),
                "--batch-size", "8", "--image-size", "32", "--workers", str(workers), "--seed", "7",
-               "--no-pretrained", "--precision", "fp32", "--parallel", "none", "--out", str(out)]
-    return command + (["--resume", str(out)] if resume else [])
+               "--no-pretrained", "--precision", "fp32", "--parallel", "none", "--out", str(out), *extra]
+    if resume:
+        command += ["--resume", resume if isinstance(resume, str) else str(out)]
+    return command
 
 
 def _env(pause: str | None = None) -> dict[str, str]:
@@ -55,9 +62,11 @@ def _env(pause: str | None = None) -> dict[str, str]:
     return env
 
 
-def _start(data: Path, out: Path, workers: int, *, resume: bool, pause: str | None, log: Path) -> subprocess.Popen:
+def _start(data: Path, out: Path, workers: int, *, resume: bool | str, pause: str | None, log: Path,
+           extra: tuple[str, ...] = (), command: list[str] | None = None) -> subprocess.Popen:
+    """Start train.py (or `command`) in the background, its stderr going to `log`."""
     with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(_command(data, out, workers, resume), cwd=PROJECT, env=_env(pause),
+        return subprocess.Popen(command or _command(data, out, workers, resume, extra), cwd=PROJECT, env=_env(pause),
                                 stdout=subprocess.DEVNULL, stderr=handle)
 
 
@@ -71,20 +80,21 @@ def _wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = 
         time.sleep(0.05)
 
 
-def _train(data: Path, out: Path, workers: int = 0, *, resume: bool = False, flags: tuple[str, ...] = ()) -> None:
+def _train(data: Path, out: Path, workers: int = 0, *, resume: bool | str = False, extra: tuple[str, ...] = ()) -> None:
     """Run train.py's main() to completion in this process (saves an interpreter start), on one thread too."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        assert train.main([*_command(data, out, workers, resume)[2:], *flags]) == 0
+        assert train.main(_command(data, out, workers, resume, extra)[2:]) == 0
     finally:
         torch.set_num_threads(threads)
 
 
-def _kill_at(data: Path, out: Path, workers: int, pause: str, *, resume: bool) -> None:
+def _kill_at(data: Path, out: Path, workers: int, pause: str, *, resume: bool | str,
+             extra: tuple[str, ...] = ()) -> None:
     """Start train.py, SIGKILL it at `pause`."""
     log = out.parent / f"{out.name}-{pause.replace(':', '_')}.log"
-    process = _start(data, out, workers, resume=resume, pause=pause, log=log)
+    process = _start(data, out, workers, resume=resume, pause=pause, log=log, extra=extra)
     try:
         _wait_for(process, log, f"paused at {pause}")
     finally:
@@ -156,31 +166,32 @@ def test_last_pt_loads_with_plain_torch_and_no_gpu(reference_run):
     assert result.stdout.strip() == str(EPOCHS)
 
 
-def _kill_chain(data: Path, out: Path, workers: int, kills: list[tuple[str, int]]) -> None:
-    """Kill at each moment in turn (each restart resumes), check last.pt after each kill, then finish."""
-    for index, (pause, epoch) in enumerate(kills):
-        _kill_at(data, out, workers, pause, resume=index > 0)
-        assert _load(out / "last.pt")["epoch"] == epoch, pause
-    _train(data, out, workers, resume=True)
+def _kill_chain(data: Path, out: Path, workers: int, kills: list[tuple[str, tuple[int, int]]]) -> None:
+    """Run one `--resume auto` command, killing it at each moment in turn, check last.pt after each, then finish."""
+    for pause, position in kills:
+        _kill_at(data, out, workers, pause, resume="auto", extra=tuple(EVERY_STEP))
+        state = _load(out / "last.pt")
+        assert (state["epoch"], state["step"]) == position, pause
+    _train(data, out, workers, resume="auto", extra=tuple(EVERY_STEP))
     assert not list(out.glob(".*.tmp"))  # temp files of killed writes were cleaned up on resume
 
 
 @pytest.mark.slow
-def test_sigkill_at_five_moments_then_resume_matches_an_uninterrupted_run(tiny_data, tmp_path, reference):
-    """Killed mid-step, mid-write of best.pt and last.pt, before validation and at the end: same final tensors."""
+def test_sigkill_at_five_moments_then_resume_auto_matches_an_uninterrupted_run(tiny_data, tmp_path, reference):
+    """Killed between steps, mid-write of best.pt and of a mid-epoch last.pt, before validation: same final tensors."""
     _kill_chain(tiny_data, tmp_path / "run", 0, KILLS_WORKERS_0)
     assert_same_run(_load(tmp_path / "run" / "last.pt"), reference)
 
 
 @pytest.mark.slow
 def test_sigkill_with_two_persistent_workers_then_resume_matches_an_uninterrupted_run(tiny_data, tmp_path, reference):
-    """With --workers 2 (persistent workers) augmentation is re-derived, not re-drawn: same final tensors."""
+    """With --workers 2 (persistent workers) mid-epoch resume re-derives the rest of the epoch: same final tensors."""
     _kill_chain(tiny_data, tmp_path / "run", 2, KILLS_WORKERS_2)
     assert_same_run(_load(tmp_path / "run" / "last.pt"), reference)
 
 
-def test_sigterm_finishes_the_step_keeps_the_last_epoch_and_exits_143(tiny_data, tmp_path, reference):
-    """SIGTERM mid-epoch 2: exit 143, one line naming the resume, last.pt holds epoch 1; resuming ends exact."""
+def test_sigterm_saves_the_step_in_progress_exits_143_and_resumes_from_it(tiny_data, tmp_path, reference):
+    """SIGTERM mid-epoch 2: exit 143, one line naming the resume, last.pt holds epoch 2 step 1; resuming ends exact."""
     out, log = tmp_path / "run", tmp_path / "term.log"
     process = _start(tiny_data, out, 0, resume=False, pause="step:2:1", log=log)
     _wait_for(process, log, "paused at step:2:1")
@@ -188,9 +199,13 @@ def test_sigterm_finishes_the_step_keeps_the_last_epoch_and_exits_143(tiny_data,
     assert process.wait(timeout=120) == 143
     text = log.read_text()
     assert "stopped by SIGTERM at epoch 2 step 1" in text and "--resume" in text and "Traceback" not in text
-    assert _load(out / "last.pt")["epoch"] == 1
+    state = _load(out / "last.pt")
+    assert (state["epoch"], state["step"]) == (2, 1) and state["epoch_totals"]["seen"] == 8
     _train(tiny_data, out, resume=True)
-    assert_same_run(_load(out / "last.pt"), reference)
+    resumed = _load(out / "last.pt")
+    assert_same_run(resumed, reference)
+    # The resumed epoch's row covers the whole epoch, as the uninterrupted run's does.
+    assert resumed["metrics"][1]["train_loss"] == pytest.approx(reference["metrics"][1]["train_loss"], rel=1e-6)
 
 
 def test_a_second_ctrl_c_aborts_at_once_and_leaves_last_pt_whole(tiny_data, tmp_path):
@@ -215,7 +230,7 @@ def test_fine_tuning_controls_resume_exactly_after_a_kill(tiny_data, tmp_path):
     """With EMA, accumulation, warmup, mixup/cutmix, a backbone unfrozen at epoch 2, two learning rates and
     clipping: SIGKILL mid-epoch 2, resume, and the final tensors (EMA included) equal an uninterrupted run's."""
     reference_out, out, log = tmp_path / "reference", tmp_path / "run", tmp_path / "kill.log"
-    _train(tiny_data, reference_out, flags=FINETUNE_FLAGS)
+    _train(tiny_data, reference_out, extra=FINETUNE_FLAGS)
     with open(log, "wb") as handle:
         process = subprocess.Popen([*_command(tiny_data, out, 0, False), *FINETUNE_FLAGS], cwd=PROJECT,
                                    env=_env("step:2:1"), stdout=subprocess.DEVNULL, stderr=handle)
@@ -225,7 +240,7 @@ def test_fine_tuning_controls_resume_exactly_after_a_kill(tiny_data, tmp_path):
         process.kill()
         process.wait()
     assert _load(out / "last.pt")["epoch"] == 1
-    _train(tiny_data, out, resume=True, flags=FINETUNE_FLAGS)  # one thread, as the others: same float sums
+    _train(tiny_data, out, resume=True, extra=FINETUNE_FLAGS)  # one thread, as the others: same float sums
     resumed, reference = _load(out / "last.pt"), _load(reference_out / "last.pt")
     assert reference["ema"]["n_averaged"] == 2 * EPOCHS  # 3 batches of 8, two per step: 2 steps an epoch
     assert_same_run(resumed, reference)

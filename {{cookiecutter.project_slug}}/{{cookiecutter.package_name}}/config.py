@@ -57,9 +57,12 @@ class TrainConfig:
     cache_images: bool = False  # decode train/ and val/ once into memory (uint8, resized)
     cache_budget_mb: int = 2048  # --cache-images refuses a dataset that needs more memory
     compile: bool = False
+    out: str | None = None  # None: a new runs/<timestamp>, with runs/latest pointing at it (rundir.py)
+    resume: str | None = None  # a checkpoint file, a run directory, or "auto" (OUT/last.pt if it exists)
+    overwrite: bool = False  # let a fresh run replace the checkpoints in --out
+    max_bad_fraction: float = 0.01  # unreadable images are skipped; more than this fraction of a split stops the run
+    save_every_minutes: float = 0.0  # also write a mid-epoch last.pt this often; 0: at epoch ends and on signals
     logger: str = "none"  # none | tensorboard (event files in `out`; needs the .[tensorboard] extra)
-    out: str = "runs/latest"
-    resume: str | None = None  # a checkpoint file or a run directory
     # Fine-tuning (finetune.py); the defaults train every parameter at one learning rate.
     val_split: float = 0.2  # --data of class folders without train/ and val/: this fraction of each class validates
     freeze_backbone: bool = False  # train the head only: backbone weights and BatchNorm statistics stay as loaded

@@ -265,3 +265,11 @@ def write_demo_dataset(root: Path, *, train_per_class: int = 240, val_per_class:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return root
+
+
+
+if __name__ == "__main__":  # python -m {{ cookiecutter.package_name }}.data check DATA
+    import runpy
+
+    # Handed over by name: datacheck.py imports this module, never the other way round.
+    runpy.run_module(f"{__package__}.datacheck", run_name="__main__")

@@ -15,7 +15,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .metrics import update_confusion
-from .parallel import reduce_sums
+from .parallel import earliest_step, reduce_sums
 from .precision import PrecisionPolicy
 
 
@@ -34,13 +34,41 @@ class EpochStats:
         return self.images / max(self.seconds, 1e-9)
 
 
+@dataclasses.dataclass
+class RunningTotals:
+    """An epoch's sums so far, kept on the device; a mid-epoch checkpoint records them to finish the epoch's row."""
+
+    loss_sum: torch.Tensor
+    correct: torch.Tensor
+    seen: int = 0
+    seconds_before: float = 0.0  # wall time spent on this epoch before a resume
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+
+    @classmethod
+    def start(cls, device: torch.device, saved: dict | None = None) -> RunningTotals:
+        """Zeros, or the sums a checkpoint saved (see `saved`)."""
+        saved = saved or {}
+        return cls(torch.tensor(float(saved.get("loss_sum", 0.0)), device=device),
+                   torch.tensor(int(saved.get("correct", 0)), device=device), int(saved.get("seen", 0)),
+                   float(saved.get("seconds", 0.0)))
+
+    def saved(self) -> dict:
+        """The sums over every rank as plain values (a collective under ddp: every rank calls it)."""
+        loss_sum, correct, seen = reduce_sums(self.loss_sum, self.correct, self.seen)
+        return {"loss_sum": float(loss_sum.item()), "correct": int(correct.item()), "seen": seen,
+                "seconds": self.seconds_before + time.perf_counter() - self.started}
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; the weights after that step are not worth saving."""
 
 
 def _check_finite(bad_step: torch.Tensor, epoch: int) -> None:
-    """Raise NonFiniteLossError naming the first bad step recorded on the device (one host sync)."""
-    step = int(bad_step.item())
+    """Raise NonFiniteLossError naming the first bad step recorded on the device (one host sync).
+
+    Under ddp the ranks compare (a collective): a NaN on one rank stops every rank at the same check.
+    """
+    step = earliest_step(bad_step)
     if step > 0:
         raise NonFiniteLossError(f"non-finite loss at epoch {epoch} step {step}; "
                                  "training stopped, the checkpoint of the last completed epoch is kept")
@@ -56,27 +84,32 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
                     scaler: torch.amp.GradScaler, scheduler=None, epoch: int = 0,
                     progress: bool = True, log_every: int = 10,
                     memory_format: torch.memory_format = torch.contiguous_format,
-                    after_step: Callable[[int], None] | None = None, accum_steps: int = 1,
+                    after_step: Callable[[int, RunningTotals], None] | None = None, accum_steps: int = 1,
                     clip_grad: float | None = None, ema: nn.Module | None = None,
-                    mix: Callable | None = None, step_losses: list[torch.Tensor] | None = None) -> EpochStats:
+                    mix: Callable | None = None, step_losses: list[torch.Tensor] | None = None,
+                    start_step: int = 0, totals: RunningTotals | None = None) -> EpochStats:
     """Train for one epoch and return its mean loss, accuracy and throughput.
 
     Optimizer steps count from 1; each adds up the gradients of `accum_steps` batches (the last may
     have fewer), clipped to a total norm of `clip_grad` if given, then updates `ema` (an AveragedModel).
     `mix(images, targets)` (MixUp/CutMix) turns targets into (B, C) probabilities; accuracy is still
-    measured against the original labels. `after_step(step)` runs after each optimizer step and may
-    raise to stop (train.py's stop request does). A NaN/inf loss raises NonFiniteLossError naming its step.
-    `step_losses`, when given, receives each optimizer step's mean loss as a device scalar (read once per epoch).
+    measured against the original labels. `after_step(step, totals)` runs after each optimizer step and
+    may raise to stop (train.py's stop request does). A NaN/inf loss raises NonFiniteLossError naming its
+    step. `step_losses`, when given, receives each optimizer step's mean loss as a device scalar (read
+    once per epoch). A run resumed mid-epoch passes the optimizer steps already done (`start_step`; its
+    loader skips their `start_step * accum_steps` batches) and the `totals` saved with them.
     """
     model.train()
-    loss_sum = torch.zeros((), device=device)
+    totals = totals or RunningTotals.start(device)
+    loss_sum, correct = totals.loss_sum, totals.correct  # updated in place: `totals` sees every step
     bad_step = torch.zeros((), device=device, dtype=torch.long)  # first step with a non-finite loss, 0: none
-    correct = torch.zeros((), device=device, dtype=torch.long)
-    seen, start, step = 0, time.perf_counter(), 0
+    start, step = time.perf_counter(), start_step
+    first_batch = start_step * accum_steps
+    last_batch = first_batch + len(train_loader)
     group_losses: list[torch.Tensor] = []  # this optimizer step's batch losses, for step_losses
     optimizer.zero_grad(set_to_none=True)
     bar = tqdm(train_loader, desc=f"epoch {epoch} train", disable=not progress, leave=False)
-    for batch, (images, labels) in enumerate(bar, start=1):
+    for batch, (images, labels) in enumerate(bar, start=first_batch + 1):
         # non_blocking overlaps the copy with compute when the loader pinned the batch
         images = images.to(device, non_blocking=True, memory_format=memory_format)  # (B, 3, H, W)
         labels = labels.to(device, non_blocking=True)  # (B,)
@@ -87,12 +120,12 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
         scaler.scale(loss / accum_steps).backward()
         loss_sum += loss.detach() * labels.size(0)
         correct += (logits.argmax(dim=1) == labels).sum()
-        seen += labels.size(0)
+        totals.seen += labels.size(0)
         if step_losses is not None:
             group_losses.append(loss.detach())
         # Recorded on the device and read only every log_every steps: no host sync per step.
         bad_step = torch.where((bad_step == 0) & ~torch.isfinite(loss.detach()), step + 1, bad_step)
-        if batch % accum_steps and batch < len(train_loader):
+        if batch % accum_steps and batch < last_batch:
             continue  # gradients add up until the group is complete
         _optimizer_step(model, optimizer, scaler, clip_grad)
         if ema is not None:
@@ -106,14 +139,14 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
         if (step - 1) % log_every == 0:
             _check_finite(bad_step, epoch)
             if progress:
-                bar.set_postfix({**_summary(loss_sum, correct, seen),
-                                 "img/s": f"{seen / (time.perf_counter() - start):.0f}"})
+                bar.set_postfix({**_summary(loss_sum, correct, totals.seen),
+                                 "img/s": f"{totals.seen / (time.perf_counter() - start):.0f}"})
         if after_step is not None:
-            after_step(step)
+            after_step(step, totals)
     _check_finite(bad_step, epoch)
-    loss_sum, correct, seen = reduce_sums(loss_sum, correct, seen)  # over every rank under ddp
-    totals = _summary(loss_sum, correct, seen)
-    return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)
+    loss_sum, correct, seen = reduce_sums(loss_sum, correct, totals.seen)  # over every rank under ddp
+    means = _summary(loss_sum, correct, seen)
+    return EpochStats(means["loss"], means["acc"], seen, totals.seconds_before + time.perf_counter() - start)
 
 
 def _optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,

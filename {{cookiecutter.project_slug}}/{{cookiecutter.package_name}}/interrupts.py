@@ -5,12 +5,13 @@ optimizer step (and between epochs), so no step, validation pass or checkpoint w
 half; train.py then exits 130 (SIGINT) or 143 (SIGTERM). A second signal raises
 KeyboardInterrupt at once, for when the user really means it.
 
-What "save" means on interrupt: `last.pt` always holds the last *completed* epoch (train.py
-writes an epoch-0 checkpoint before the first step), and that is what is kept. The steps of the
-unfinished epoch are discarded on purpose: all randomness of an epoch is derived from
-(seed, epoch) (see reproducibility.py), so `--resume` redoes that epoch from its start and ends
-bit-for-bit where an uninterrupted run ends. Saving the half-trained weights instead would make
-the resumed run differ from every uninterrupted one.
+What "save" means on interrupt: train.py writes `last.pt` at that step boundary, recording the
+epoch in progress and the optimizer steps done in it (keys `epoch` and `step`, see
+run_checkpoint.py); `--resume` continues from that very step. All randomness of an epoch is a
+function of (seed, epoch, sample) (see reproducibility.py) and the checkpoint holds the RNG
+states of the step boundary, so the resumed run ends bit-for-bit where an uninterrupted run
+ends. `SaveClock` makes the same kind of checkpoint every `--save-every-minutes`, for the kills
+no handler sees (SIGKILL, a lost node).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from . import config
 
 # Test hook, never set in normal use: the crash tests set <PACKAGE>_TEST_PAUSE_AT to a point
 # name (e.g. "step:2:1", "save:last.pt:2") so that train.py stops there and sleeps, and the test
-# can SIGKILL it at a known instant. Unset (the default), pause_point() does nothing.
+# can SIGKILL it at a known instant; "NAME@R" pauses rank R only. Unset (the default), pause_point() does nothing.
+# Under torchrun the hook pauses in the first attempt only, so a restarted job runs through.
 PAUSE_ENV_VAR = f"{config.PACKAGE.upper()}_TEST_PAUSE_AT"
 
 
@@ -78,6 +80,21 @@ class StopRequest:
                 signal.signal(signum, handler)
 
 
+class SaveClock:
+    """`due()` once every `minutes` of wall time since the last `reset()`; never when `minutes` is 0."""
+
+    def __init__(self, minutes: float):
+        self.seconds, self.last = minutes * 60, time.monotonic()
+
+    def due(self) -> bool:
+        """Whether a periodic checkpoint is due."""
+        return self.seconds > 0 and time.monotonic() - self.last >= self.seconds
+
+    def reset(self) -> None:
+        """A checkpoint was just written: count from now."""
+        self.last = time.monotonic()
+
+
 def ignore_sigint_in_worker(worker_id: int) -> None:
     """DataLoader worker_init_fn: a terminal's Ctrl-C reaches the workers too; only the main process acts on it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -88,9 +105,11 @@ def pause_point(name: str, until: Callable[[], bool] | None = None) -> None:
 
     The wait ends after 10 minutes, or as soon as `until()` is true (a stop request arrived).
     """
-    if os.environ.get(PAUSE_ENV_VAR) != name:
+    rank = os.environ.get("RANK", "0")
+    wanted = os.environ.get(PAUSE_ENV_VAR)
+    if wanted not in (name, f"{name}@{rank}") or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
         return
-    print(f"paused at {name}", file=sys.stderr, flush=True)
+    print(f"paused at {name} (rank {rank}, pid {os.getpid()})", file=sys.stderr, flush=True)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not (until is not None and until()):
         time.sleep(0.02)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .checkpoint import atomic_write
 
-METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s")
+METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s",
+                   "unreadable_images")  # files skipped so far (datacheck.py)
 
 
 def write_json(path: Path, obj: dict) -> None:
@@ -46,6 +47,7 @@ def read_metrics(path: Path) -> list[dict]:
     if not path.is_file():
         return []
     with open(path, newline="") as handle:
-        return [{key: (int(value) if key == "epoch" else float(value)) for key, value in row.items()}
+        # An empty cell is a column the row's run did not record (e.g. rows written before it existed).
+        return [{key: (int(value) if key == "epoch" else float(value)) for key, value in row.items() if value != ""}
                 for row in csv.DictReader(handle)]
 

@@ -117,7 +117,18 @@ def start_distributed(mode: str, device: torch.device) -> None:
     if mode != "ddp" or is_distributed():
         return
     on_cuda = device.type == "cuda"
-    dist.init_process_group(backend="nccl" if on_cuda else "gloo", device_id=device if on_cuda else None)
+    backend, device_id = ("nccl", device) if on_cuda else ("gloo", None)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is None:
+        dist.init_process_group(backend=backend, device_id=device_id)
+        return
+    # A process restarted by `torchrun --max-restarts` meets the others in the agent's store, which
+    # still holds the previous attempt's peer addresses under the same keys: a rank that reads one
+    # before it is overwritten connects to a dead port (refused, or a 30-minute wait). Each attempt
+    # gets its own key prefix instead.
+    store, rank, size = next(dist.rendezvous("env://"))
+    dist.init_process_group(backend=backend, device_id=device_id, rank=rank, world_size=size,
+                            store=dist.PrefixStore(f"attempt_{attempt}/", store))
 
 
 def stop_distributed() -> None:
@@ -204,6 +215,39 @@ def first_on_any_rank(value: int | None) -> int | None:
     values: list = [None] * world_size()
     dist.all_gather_object(values, value)
     return next((v for v in values if v is not None), None)
+
+
+def max_on_any_rank(values: list[int], device: torch.device) -> list[int]:
+    """Each value's maximum over all ranks (unchanged when not distributed), e.g. a stop signal at a step.
+
+    One small all-reduce on the run's `device` (nccl needs the GPU): cheap enough to run after every
+    optimizer step, so ranks stop at the same one.
+    """
+    if not is_distributed():
+        return list(values)
+    flags = torch.tensor(values, dtype=torch.long, device=device)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    return flags.tolist()
+
+
+def earliest_step(step: torch.Tensor) -> int:
+    """The smallest non-zero step over all ranks, 0 when every rank holds 0 (e.g. the first non-finite loss)."""
+    if not is_distributed():
+        return int(step.item())
+    never = torch.iinfo(torch.long).max
+    earliest = torch.where(step == 0, never, step).to(torch.long)
+    dist.all_reduce(earliest, op=dist.ReduceOp.MIN)
+    value = int(earliest.item())
+    return 0 if value == never else value
+
+
+def from_main(value):
+    """Rank 0's `value` on every rank (unchanged when not distributed): one decision, e.g. the run folder."""
+    if not is_distributed():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def for_evaluation(net: nn.Module) -> nn.Module:

@@ -62,15 +62,17 @@ class EpochSampler(Sampler):
 
     With `inner` (e.g. a DistributedSampler) the indices are the inner sampler's, and
     `set_epoch` is forwarded to it; otherwise they are a seeded permutation (or 0..n-1).
+    `start` skips the epoch's first samples without drawing anything, so a run resumed mid-epoch
+    sees the rest of the very order an uninterrupted run sees.
     """
 
     def __init__(self, num_samples: int, seed: int, *, shuffle: bool = True, inner: Sampler | None = None):
         self.num_samples, self.seed, self.shuffle, self.inner = num_samples, seed, shuffle, inner
-        self.epoch = 0
+        self.epoch, self.start = 0, 0
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch whose order (and sample seeds) the next iteration yields."""
-        self.epoch = epoch
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """Select the epoch whose order (and sample seeds) the next iteration yields, from its `start`-th sample."""
+        self.epoch, self.start = epoch, start
         if hasattr(self.inner, "set_epoch"):
             self.inner.set_epoch(epoch)
 
@@ -83,10 +85,11 @@ class EpochSampler(Sampler):
         return torch.randperm(self.num_samples, generator=generator).tolist()
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
-        return iter([(index, self.epoch) for index in self._indices()])
+        return iter([(index, self.epoch) for index in self._indices()[self.start:]])
 
     def __len__(self) -> int:
-        return len(self.inner) if self.inner is not None else self.num_samples
+        total = len(self.inner) if self.inner is not None else self.num_samples
+        return max(total - self.start, 0)
 
 
 def _seed_cpu_rngs(seed: int) -> None:

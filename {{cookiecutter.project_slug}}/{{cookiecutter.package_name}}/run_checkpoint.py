@@ -8,7 +8,12 @@ the portable, atomic, weights_only file format underneath):
     scheduler     scheduler.state_dict()
     scaler        GradScaler.state_dict() (empty when disabled)
     loss          the loss module's state (class weights), so evaluate.py measures what training did
-    epoch         the last completed epoch (0: written before the first step)
+    epoch         the epoch it belongs to: the last completed one when `step` is 0 (0: before the first step)
+    step          optimizer steps done in `epoch`; 0 for an epoch-end checkpoint. A mid-epoch one (written
+                  on SIGINT/SIGTERM or every --save-every-minutes) continues at step `step` + 1
+    epoch_totals  mid-epoch only: the epoch's running loss sum, correct count, images and seconds so far
+                  (summed over ranks), so the resumed epoch's metrics row covers the whole epoch
+    unreadable    {"train": [paths], "val": [paths]}: images found unreadable so far (datacheck.py)
     best_val_acc  the best validation accuracy so far
     config        the run's TrainConfig as a dict
     class_names   the label of each logit, in order
@@ -46,8 +51,9 @@ REQUIRED_KEYS = ("model", "config", "class_names", "image_size")
 def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, scaler: torch.amp.GradScaler,
                    loss_fn: nn.Module, epoch: int, best_val_acc: float, config: dict, class_names: list[str],
                    image_size: int, metrics: list[dict], preprocessing: Preprocessing | None = None,
-                   ema: AveragedModel | None = None, weights: str = "model") -> dict[str, Any]:
-    """A checkpoint of a run after `epoch`: CPU copies and plain values; the live objects stay put.
+                   ema: AveragedModel | None = None, weights: str = "model", step: int = 0,
+                   epoch_totals: dict | None = None, unreadable: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """A checkpoint of a run after `step` steps of `epoch` (0: after the whole epoch): CPU copies and plain values.
 
     `weights="ema"` puts the averaged weights under `model` (for a best.pt where they validated better).
     """
@@ -62,6 +68,9 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
         "scaler": scaler.state_dict(),
         "loss": checkpoint.to_cpu(loss_fn.state_dict()),
         "epoch": epoch,
+        "step": step,
+        "epoch_totals": dict(epoch_totals or {}),
+        "unreadable": {split: sorted(paths) for split, paths in (unreadable or {}).items()},
         "best_val_acc": best_val_acc,
         "config": dict(config),
         "class_names": list(class_names),
@@ -152,7 +161,18 @@ def val_split(state: dict[str, Any]) -> float | None:
     return state["config"].get("val_split")
 
 
+def completed_epoch(state: dict[str, Any]) -> int:
+    """The last epoch the checkpoint holds whole (one before `epoch` for a mid-epoch checkpoint)."""
+    return state["epoch"] - 1 if state.get("step", 0) else state["epoch"]
+
+
+def resume_position(state: dict[str, Any]) -> tuple[int, int]:
+    """(epoch, steps already done in it) where a run resumed from `state` continues."""
+    step = state.get("step", 0)  # older checkpoints are all epoch-end ones
+    return (state["epoch"], step) if step else (state["epoch"] + 1, 0)
+
+
 def metrics_until_epoch(state: dict[str, Any], fallback: list[dict]) -> list[dict]:
-    """The metrics rows of the epochs the checkpoint holds (older files: from metrics.csv)."""
+    """The metrics rows of the epochs the checkpoint holds whole (older files: from metrics.csv)."""
     rows = state.get("metrics") or fallback
-    return [row for row in rows if row["epoch"] <= state["epoch"]]
+    return [row for row in rows if row["epoch"] <= completed_epoch(state)]
