@@ -311,7 +311,7 @@ def log_epoch(run: Run, row: dict) -> None:
 
 
 def open_logger(run: Run, out: Path) -> None:
-    """The run's logger on rank 0; a resumed run's logger drops what an interrupted run had logged after its checkpoint."""
+    """The run's logger on rank 0; on resume it drops what the interrupted run logged after its checkpoint."""
     if parallel.is_main_process():
         # global optimizer steps count from 1; a mid-epoch checkpoint already holds start_step of its epoch
         first_step = (run.start_epoch - 1) * run.steps_per_epoch + run.start_step + 1

@@ -24,7 +24,8 @@ from typing import Any
 from .config import TrainConfig
 from .errors import ConfigError
 
-RECORD_KEYS = frozenset({"resolved_device", "device_identity", "class_names", "preprocessing", "environment"})  # written by train.py, not settings
+# written by train.py as a record of the run, not settings
+RECORD_KEYS = frozenset({"resolved_device", "device_identity", "class_names", "preprocessing", "environment"})
 PLACE_KEYS = frozenset({"out", "resume"})  # where a run wrote and what it continued: each replay picks its own
 UNIONS = (typing.Union, types.UnionType)  # `Optional[X]` and `X | None`
 
