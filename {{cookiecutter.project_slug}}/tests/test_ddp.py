@@ -183,8 +183,9 @@ def test_a_nan_on_one_rank_stops_every_rank_with_one_line_and_exit_1(tiny_data, 
     out = tmp_path / "run"
     result = torchrun(2, "1", "3", *_ddp_args(tiny_data, out), script="tests/nan_on_one_rank.py")
     assert result.returncode == 1
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 2 and all("non-finite loss at epoch 1 step 3" in line for line in errors), result.stderr
+    # One line from each rank (the two may share a line of the pipe); no rank died of a broken connection.
+    assert result.stderr.count("error: ") == 2, result.stderr[-3000:]
+    assert result.stderr.count("non-finite loss at epoch 1 step 3") == 2 and "Connection closed" not in result.stderr
     assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 0
 
 
