@@ -85,5 +85,5 @@ def test_device_tests_pass(bake_checks, pair):
 def test_default_project_suite_passes(bakery):
     """The default bake's whole test suite passes on this machine (exit 0: tests ran and none failed)."""
     project = bakery.project()
-    proc = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, timeout=900)
+    proc = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, timeout=2700)
     assert proc.returncode == 0, describe(proc)
