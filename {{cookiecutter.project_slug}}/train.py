@@ -373,7 +373,8 @@ def plan_out(cfg: config.TrainConfig) -> tuple[config.TrainConfig, rundir.Plan]:
     decision = parallel.from_main(decision)
     if isinstance(decision, str):  # every rank refuses alike
         raise rundir.RunDirError(decision)
-    return dataclasses.replace(cfg, out=str(decision.out)), decision
+    # --resume auto becomes the checkpoint it found (or None): what the rest of the run continues from
+    return dataclasses.replace(cfg, out=str(decision.out), resume=decision.resume), decision
 
 
 def prepare_out(run: Run, out: Path, device: torch.device, plan: rundir.Plan) -> None:
