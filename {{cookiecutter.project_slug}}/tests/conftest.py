@@ -7,7 +7,10 @@ import dataclasses
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.data import write_demo_dataset
+from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
+from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, write_demo_dataset
+from {{ cookiecutter.package_name }}.model import build_model
 
 
 def _device_params() -> list:
@@ -121,3 +124,29 @@ def offline_weights(tmp_path_factory, monkeypatch):
 def _no_network(*args, **kwargs):
     """Stand in for a machine without internet (downloading is not what any test checks)."""
     raise OSError("network is unreachable (tests run offline)")
+
+
+def train_one_thread(argv: list[str]) -> int:
+    """train.main in this process on one thread, like the train.py subprocesses (OMP_NUM_THREADS=1).
+
+    Thread counts change the order of CPU float sums, so runs that are compared bit for bit use one.
+    """
+    import train  # the project's CLI module, at the project root
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return train.main(argv)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A real checkpoint of the project's default model for the demo classes at 32 px (untrained)."""
+    torch.manual_seed(0)
+    cfg = TrainConfig(device="cpu", pretrained=False)
+    model = build_model(cfg.backbone, len(DEMO_CLASSES), pretrained=False, device=torch.device("cpu"))
+    state = {"model": model_state(model), "config": cfg.to_dict(), "class_names": sorted(DEMO_CLASSES),
+             "image_size": 32, "epoch": 1}
+    return save_checkpoint(tmp_path_factory.mktemp("run") / "best.pt", state)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import train_one_thread
 from test_resume import _load, _start, _wait_for, assert_same_run
 
 import train
@@ -30,16 +31,6 @@ def _copy_with_bad_files(tiny_data: Path, folder: Path, *relative: str) -> Path:
     for name in relative:
         (root / name).write_bytes(b"not an image at all")
     return root
-
-
-def _main(argv: list[str]) -> int:
-    """train.main on one thread, like the train.py processes of the resume tests (thread counts change float sums)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return train.main(argv)
-    finally:
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture
@@ -107,7 +98,7 @@ def test_training_skips_an_unreadable_image_warns_once_counts_it_and_resumes_exa
     """Two epochs: exit 0, one warning, unreadable_images = 1; SIGTERM mid-epoch 2 then resume ends bit-exact."""
     reference = tmp_path / "reference"
     args = ["--data", str(bad_data), "--epochs", "2", "--max-bad-fraction", "0.1", *ARGS]
-    assert _main([*args, "--out", str(reference)]) == 0
+    assert train_one_thread([*args, "--out", str(reference)]) == 0
     warnings = [line for line in capfd.readouterr().err.splitlines() if "warning: skipping" in line]
     assert len(warnings) == 1 and "circle/0002.png" in warnings[0]
     with open(reference / "metrics.csv", newline="") as handle:
@@ -119,7 +110,7 @@ def test_training_skips_an_unreadable_image_warns_once_counts_it_and_resumes_exa
     _wait_for(process, log, "paused at step:2:1")
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=120) == 143
-    assert _main([*args, "--out", str(out), "--resume", "auto"]) == 0
+    assert train_one_thread([*args, "--out", str(out), "--resume", "auto"]) == 0
     assert_same_run(_load(out / "last.pt"), _load(reference / "last.pt"))
     assert "warning: skipping" not in capfd.readouterr().err  # known from the checkpoint: not warned again
 

@@ -1,7 +1,6 @@
 """evaluate.py and metrics.py: the one evaluation loop, per-class precision/recall, and the confusion-matrix PNG."""
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,29 +11,16 @@ from PIL import Image
 import evaluate
 import train
 from {{ cookiecutter.package_name }} import run_checkpoint
-from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
-from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, build_loader, image_folder, write_demo_dataset
 from {{ cookiecutter.package_name }}.engine import evaluate as engine_evaluate
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.metrics import ConfidentMistakes, class_report, new_confusion, update_confusion
-from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.outputs import read_metrics
 from {{ cookiecutter.package_name }}.plots import mistakes_figure
 from {{ cookiecutter.package_name }}.precision import make_policy
 
 CLASSES = sorted(DEMO_CLASSES)
 CPU = torch.device("cpu")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    """A real checkpoint of the project's default model for the tiny data's four classes."""
-    torch.manual_seed(0)
-    cfg = TrainConfig(device="cpu", pretrained=False)
-    model = build_model(cfg.backbone, len(CLASSES), pretrained=False, device=CPU)
-    state = {"model": model_state(model), "config": cfg.to_dict(), "class_names": CLASSES, "image_size": 32, "epoch": 1}
-    return save_checkpoint(tmp_path_factory.mktemp("run") / "best.pt", state)
 
 
 def test_evaluate_prints_accuracy_and_a_row_per_class_and_writes_the_png(checkpoint, tiny_data, capsys):

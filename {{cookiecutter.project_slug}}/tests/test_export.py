@@ -15,23 +15,10 @@ from PIL import Image
 import export
 import predict
 from {{ cookiecutter.package_name }} import exported
-from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
-from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, IMAGENET_MEAN, IMAGENET_STD
-from {{ cookiecutter.package_name }}.model import build_model
 
 CLASSES = sorted(DEMO_CLASSES)
 CPU = torch.device("cpu")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    """A real checkpoint of the project's default model at 32 px (untrained, but with distinct outputs)."""
-    torch.manual_seed(0)
-    cfg = TrainConfig(device="cpu", pretrained=False)
-    model = build_model(cfg.backbone, len(CLASSES), pretrained=False, device=CPU)
-    state = {"model": model_state(model), "config": cfg.to_dict(), "class_names": CLASSES, "image_size": 32, "epoch": 1}
-    return save_checkpoint(tmp_path_factory.mktemp("run") / "best.pt", state)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
+from conftest import train_one_thread
 
 import train
 from {{ cookiecutter.package_name }}.config import TrainConfig
@@ -15,21 +15,11 @@ from {{ cookiecutter.package_name }}.outputs import read_metrics
 TIMINGS = ("epoch_time_s", "images_per_s")
 
 
-def one_thread(argv: list[str]) -> int:
-    """train.main on one thread: the same arithmetic for the run and its replay."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return train.main(argv)
-    finally:
-        torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def original(tiny_data, tmp_path_factory) -> Path:
     """A two-epoch run with several settings away from their defaults."""
     out = tmp_path_factory.mktemp("original") / "run"
-    code = one_thread(["--data", str(tiny_data), "--device", "cpu", "--epochs", "2", "--batch-size", "6",
+    code = train_one_thread(["--data", str(tiny_data), "--device", "cpu", "--epochs", "2", "--batch-size", "6",
                        "--image-size", "32", "--seed", "11", "--lr", "0.003", "--label-smoothing", "0.1",
                        "--no-pretrained", "--precision", "fp32", "--parallel", "none", "--out", str(out)])
     assert code == 0
@@ -46,7 +36,7 @@ def parsed(argv: list[str]):
 def test_config_json_replays_the_run_exactly(original, tmp_path):
     """`--config config.json` alone gives the same metrics.csv, timing columns apart, and the same settings."""
     replay = tmp_path / "replay"
-    assert one_thread(["--config", str(original / "config.json"), "--out", str(replay)]) == 0
+    assert train_one_thread(["--config", str(original / "config.json"), "--out", str(replay)]) == 0
     first, second = read_metrics(original / "metrics.csv"), read_metrics(replay / "metrics.csv")
     strip = [{key: value for key, value in row.items() if key not in TIMINGS} for row in first]
     assert [{key: value for key, value in row.items() if key not in TIMINGS} for row in second] == strip

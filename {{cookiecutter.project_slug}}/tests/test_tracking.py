@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import train_one_thread
 
 import train
 from {{ cookiecutter.package_name }} import tracking
@@ -35,16 +36,6 @@ def train_args(data: Path, out: Path, epochs: int = 2) -> list[str]:
     return ["--data", str(data), "--device", "cpu", "--epochs", str(epochs), "--batch-size", "8", "--image-size", "32",
             "--workers", "0", "--seed", "5", "--no-pretrained", "--precision", "fp32", "--parallel", "none",
             "--logger", "tensorboard", "--out", str(out)]
-
-
-def train_one_thread(argv: list[str]) -> int:
-    """train.main on one thread, like the subprocesses (OMP_NUM_THREADS=1), so the runs compute alike."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return train.main(argv)
-    finally:
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
