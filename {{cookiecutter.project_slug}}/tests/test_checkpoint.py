@@ -341,7 +341,7 @@ def _weights_only_accepts(value) -> bool:
     torch.save({"x": value}, buffer)
     buffer.seek(0)
     try:
-        torch.load(buffer, weights_only=True)
+        torch.load(buffer, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         return False
     return True

@@ -77,7 +77,7 @@ def test_warmup_rises_linearly_then_cosine_decays_to_zero_and_the_schedule_survi
     buffer.seek(0)
     fresh = finetune.warmup_cosine(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0),
                                    warmup_steps=1, total_steps=2)
-    fresh.load_state_dict(torch.load(buffer, weights_only=True))
+    fresh.load_state_dict(torch.load(buffer, map_location="cpu", weights_only=True))
     assert fresh.get_last_lr() == scheduler.get_last_lr()
 
 
