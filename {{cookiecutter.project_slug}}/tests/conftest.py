@@ -150,3 +150,15 @@ def checkpoint(tmp_path_factory):
     state = {"model": model_state(model), "config": cfg.to_dict(), "class_names": sorted(DEMO_CLASSES),
              "image_size": 32, "epoch": 1}
     return save_checkpoint(tmp_path_factory.mktemp("run") / "best.pt", state)
+
+
+def nested_tensors(obj, prefix: str = ""):
+    """(path, tensor) for every tensor nested in dicts, lists and tuples (a checkpoint compared bit for bit)."""
+    if isinstance(obj, torch.Tensor):
+        yield prefix, obj
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from nested_tensors(value, f"{prefix}/{key}")
+    elif isinstance(obj, (list, tuple)):
+        for index, value in enumerate(obj):
+            yield from nested_tensors(value, f"{prefix}/{index}")

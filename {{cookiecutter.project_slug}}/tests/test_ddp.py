@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import nested_tensors
 
 import train
 from {{ cookiecutter.package_name }}.interrupts import PAUSE_ENV_VAR
@@ -52,18 +53,10 @@ def _same_training_state(path: Path, reference: Path) -> None:
     """Model and optimizer tensors equal bit for bit."""
     mine, theirs = (torch.load(p, map_location="cpu", weights_only=True) for p in (path, reference))
     for key in ("model", "optimizer"):
-        flat, other = list(_tensors(mine[key])), dict(_tensors(theirs[key]))
+        flat, other = list(nested_tensors(mine[key])), dict(nested_tensors(theirs[key]))
         different = [name for name, tensor in flat if not torch.equal(tensor, other[name])]
         assert flat and not different, f"{key}: {len(different)} tensors differ, first {different[:3]}"
     assert (mine["epoch"], mine["step"]) == (theirs["epoch"], theirs["step"])
-
-
-def _tensors(obj, prefix: str = ""):
-    if isinstance(obj, torch.Tensor):
-        yield prefix, obj
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            yield from _tensors(value, f"{prefix}/{key}")
 
 
 @pytest.fixture(scope="module")

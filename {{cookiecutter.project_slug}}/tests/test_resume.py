@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import nested_tensors
 
 import train
 from {{ cookiecutter.package_name }}.interrupts import PAUSE_ENV_VAR
@@ -106,21 +107,9 @@ def _load(path: Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def _tensors(obj, prefix: str = ""):
-    """(path, tensor) for every tensor nested in dicts, lists and tuples."""
-    if isinstance(obj, torch.Tensor):
-        yield prefix, obj
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            yield from _tensors(value, f"{prefix}/{key}")
-    elif isinstance(obj, (list, tuple)):
-        for index, value in enumerate(obj):
-            yield from _tensors(value, f"{prefix}/{index}")
-
-
 def assert_same_run(resumed: dict, reference: dict) -> None:
     """Every tensor (model, optimizer, RNG states) is bit-for-bit equal, and so is the schedule."""
-    mine, theirs = dict(_tensors(resumed)), dict(_tensors(reference))
+    mine, theirs = dict(nested_tensors(resumed)), dict(nested_tensors(reference))
     assert mine.keys() == theirs.keys()
     different = [key for key in theirs if not torch.equal(mine[key], theirs[key])]
     assert not different, f"{len(different)} tensors differ, first: {different[:3]}"
@@ -151,7 +140,7 @@ def test_last_pt_holds_every_piece_as_plain_cpu_data(reference):
     expected = {"model", "optimizer", "scheduler", "scaler", "epoch", "rng", "config", "class_names", "version"}
     assert expected <= reference.keys()
     assert {"python", "numpy", "torch", "cuda"} <= reference["rng"].keys()
-    assert all(tensor.device.type == "cpu" for _, tensor in _tensors(reference))
+    assert all(tensor.device.type == "cpu" for _, tensor in nested_tensors(reference))
     assert not any(key.startswith(("module.", "_orig_mod.")) for key in reference["model"])
     assert reference["class_names"] == ["circle", "cross", "square", "triangle"]
 
@@ -244,4 +233,4 @@ def test_fine_tuning_controls_resume_exactly_after_a_kill(tiny_data, tmp_path):
     resumed, reference = _load(out / "last.pt"), _load(reference_out / "last.pt")
     assert reference["ema"]["n_averaged"] == 2 * EPOCHS  # 3 batches of 8, two per step: 2 steps an epoch
     assert_same_run(resumed, reference)
-    assert any(key.startswith("/ema/model/") for key, _ in _tensors(resumed))
+    assert any(key.startswith("/ema/model/") for key, _ in nested_tensors(resumed))
