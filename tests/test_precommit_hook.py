@@ -13,7 +13,7 @@ import pytest
 from helpers import TEMPLATE
 
 HOOKS_FILE = ".pre-commit-hooks.yaml"
-LINTER = "{{cookiecutter.project_slug}}/{{cookiecutter.package_name}}/devicelint.py"
+LINTER = "{{cookiecutter.project_slug}}/tools/devicelint.py"
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("pre_commit") is None or shutil.which("git") is None,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }} import devicelint
+import devicelint  # tools/devicelint.py: pytest puts tools/ on sys.path (pyproject.toml)
 
-PROJECT_ROOT = Path(devicelint.__file__).resolve().parent.parent
+PROJECT_ROOT = Path(devicelint.__file__).resolve().parent.parent  # tools/ is at the root
 
 
 def run(capsys, *argv: str) -> tuple[int, list[str], list[str]]:

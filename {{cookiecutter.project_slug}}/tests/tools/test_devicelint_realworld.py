@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from {{ cookiecutter.package_name }} import devicelint
+import devicelint  # tools/devicelint.py: pytest puts tools/ on sys.path (pyproject.toml)
 
 
 def codes(source: str, **options) -> list[str]:

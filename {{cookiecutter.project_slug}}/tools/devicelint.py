@@ -3,10 +3,10 @@
 
 Usage::
 
-    python -m <package>.devicelint PATH...            # files or folders (recurses into *.py)
-    python -m <package>.devicelint --list-rules       # codes and one-line descriptions
-    python -m <package>.devicelint --explain DEV003   # why a rule exists and how to fix it
-    python -m <package>.devicelint --select DEV001,DEV003 --exclude 'tests/*' src/
+    python tools/devicelint.py PATH...            # files or folders (recurses into *.py)
+    python tools/devicelint.py --list-rules       # codes and one-line descriptions
+    python tools/devicelint.py --explain DEV003   # why a rule exists and how to fix it
+    python tools/devicelint.py --select DEV001,DEV003 --exclude 'tests/*' src/
 
 Findings print like any linter, sorted and once each: ``path:line:col: CODE message``, then one
 summary line. Exit code 0 means clean, 1 means findings (a file that does not parse is one DEV000
