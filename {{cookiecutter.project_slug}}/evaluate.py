@@ -16,10 +16,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
-from {{ cookiecutter.package_name }} import cli, config, data, engine, metrics, precision, run_checkpoint
+from {{ cookiecutter.package_name }} import cli, config, data, metrics
+from {{ cookiecutter.package_name }}.devkit import precision
 from {{ cookiecutter.package_name }}.errors import ConfigError
+from {{ cookiecutter.package_name }}.training import loop, run_state
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 
 def get_args_parser() -> argparse.ArgumentParser:
@@ -53,29 +54,28 @@ def run(args: argparse.Namespace) -> int:
     if (args.batch_size is not None and args.batch_size < 1) or args.workers < 0 or args.mistakes_count < 0:
         raise ConfigError("--batch-size must be at least 1, --workers and --mistakes-count at least 0")
     device = config.configure_device(args.device)
-    state = run_checkpoint.read(args.checkpoint)
+    state = run_state.read(args.checkpoint)
     trained = state["config"]
     class_names = list(state["class_names"])
-    model = run_checkpoint.model_from_state(state, device, args.checkpoint)
+    model = run_state.model_from_state(state, device, args.checkpoint)
     # Measured as training measured it: the same loss, precision, memory format and batches.
-    loss_fn = run_checkpoint.loss_from_state(state, device)
+    loss_fn = run_state.loss_from_state(state, device)
     precision_name, note = precision.resolve_precision(None, trained.get("precision", "fp32"), device)
     if note:
         print(note)
-    memory_format = torch.channels_last if trained.get("channels_last") else torch.contiguous_format
-    model = model.to(memory_format=memory_format)
+    hw = Hardware.create(device, precision_name, bool(trained.get("channels_last")))
+    model = model.to(memory_format=hw.memory_format)
     # Preprocessing and the --val-split division of a folder of class folders, as training had them
-    prep = run_checkpoint.preprocessing(state)
+    prep = run_state.preprocessing(state)
     dataset = data.image_folder(Path(args.data) if args.data else data.DEMO_ROOT, args.split, prep, train=False,
-                                val_split=run_checkpoint.val_split(state), seed=trained.get("seed", 0))
+                                val_split=run_state.val_split(state), seed=trained.get("seed", 0))
     if dataset.classes != class_names:
         raise data.DataError(f"{args.split}/ holds classes {dataset.classes}, but the checkpoint knows {class_names}")
     loader = data.build_loader(dataset, args.batch_size or trained.get("batch_size", 64), device, train=False,
                                workers=args.workers)
     matrix = metrics.new_confusion(len(class_names), device)
     mistakes = metrics.ConfidentMistakes(args.mistakes_count)
-    stats = engine.evaluate(model, loss_fn, loader, device, policy=precision.make_policy(precision_name, device),
-                            progress=False, memory_format=memory_format, confusion=matrix, on_batch=mistakes)
+    stats = loop.evaluate(model, loss_fn, loader, hw, progress=False, confusion=matrix, on_batch=mistakes)
     print(f"{args.split}: accuracy {stats.acc:.6f}  loss {stats.loss:.6f}  "
           f"({stats.images} images, {len(class_names)} classes, device {device})")
     print(metrics.format_report(metrics.class_report(matrix), class_names))

@@ -20,15 +20,17 @@ from pathlib import Path
 
 import torch
 
-from {{ cookiecutter.package_name }} import checkpoint, cli, exported, run_checkpoint
+from {{ cookiecutter.package_name }} import cli, model_files
+from {{ cookiecutter.package_name }}.devkit import checkpoint
 from {{ cookiecutter.package_name }}.errors import ConfigError
+from {{ cookiecutter.package_name }}.training import run_state
 
 
 def get_args_parser() -> argparse.ArgumentParser:
     """The export flags."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
-    p.add_argument("--format", required=True, choices=exported.FORMATS,
+    p.add_argument("--format", required=True, choices=model_files.FORMATS,
                    help="onnx: for onnxruntime (needs pip install -e '.[export]'); pt2: torch.export")
     p.add_argument("--out", required=True, help="the file to write (e.g. model.onnx, model.pt2)")
     p.add_argument("--batch-size", type=int, default=4, help="images in the parity check (default: %(default)s)")
@@ -39,7 +41,8 @@ def get_args_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parity(reference: exported.Predictor, candidate: exported.Predictor, images: torch.Tensor) -> tuple[float, float]:
+def parity(reference: model_files.Predictor, candidate: model_files.Predictor,
+           images: torch.Tensor) -> tuple[float, float]:
     """Largest absolute difference of the logits and of the softmax probabilities on `images`."""
     expected, actual = reference.predict_logits(images), candidate.predict_logits(images)  # (B, C) each
     logit_diff = (expected - actual).abs().max().item()
@@ -52,18 +55,18 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise ConfigError("--batch-size must be at least 1")
     device = torch.device("cpu")  # a graph traced on a GPU would name that GPU; the CPU's is portable
-    state = run_checkpoint.read(args.checkpoint)
-    model = run_checkpoint.model_from_state(state, device, args.checkpoint).eval()
-    metadata = exported.Metadata(**run_checkpoint.inference_metadata(state))
+    state = run_state.read(args.checkpoint)
+    model = run_state.model_from_state(state, device, args.checkpoint).eval()
+    metadata = model_files.Metadata(**run_state.inference_metadata(state))
     size = metadata.image_size
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(args.batch_size, 3, size, size, generator=generator)  # (B, 3, H, W), normalised
-    data = exported.export_bytes(model, example, args.format, metadata, dynamic_batch=not args.static_batch)
-    candidate = exported.predictor_from_bytes(data, args.format, device, args.out)
+    data = model_files.export_bytes(model, example, args.format, metadata, dynamic_batch=not args.static_batch)
+    candidate = model_files.predictor_from_bytes(data, args.format, device, args.out)
     # A different batch from the traced one (and of another size, when the batch is dynamic).
     check_batch = args.batch_size if args.static_batch else args.batch_size + 1
     images = torch.randn(check_batch, 3, size, size, generator=generator)
-    logit_diff, prob_diff = parity(exported.TorchPredictor(model, metadata, device), candidate, images)
+    logit_diff, prob_diff = parity(model_files.TorchPredictor(model, metadata, device), candidate, images)
     print(f"parity on {check_batch} images of {size} px: max |logit difference| {logit_diff:.3g}, "
           f"max |probability difference| {prob_diff:.3g}")
     if not prob_diff <= args.tolerance:  # also catches NaN

@@ -23,10 +23,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from {{ cookiecutter.package_name }} import cli, config, exported, run_checkpoint
-from {{ cookiecutter.package_name }}.data import DataError, build_transforms, load_rgb
+from {{ cookiecutter.package_name }} import cli, config, model_files
+from {{ cookiecutter.package_name }}.data.folders import DataError, load_rgb
+from {{ cookiecutter.package_name }}.data.transforms import build_transforms
+from {{ cookiecutter.package_name }}.devkit.precision import half_copy
 from {{ cookiecutter.package_name }}.errors import ConfigError
-from {{ cookiecutter.package_name }}.precision import half_copy
+from {{ cookiecutter.package_name }}.training import run_state
 
 
 def get_args_parser() -> argparse.ArgumentParser:
@@ -102,19 +104,19 @@ def collate_readable(batch: list) -> tuple[torch.Tensor | None, list[int], list[
     return images, [index for _, index in readable], failed
 
 
-def load_predictor(args: argparse.Namespace, device: torch.device) -> exported.Predictor:
+def load_predictor(args: argparse.Namespace, device: torch.device) -> model_files.Predictor:
     """The model to classify with: a checkpoint's (optionally a float16 copy), or an exported file's."""
-    if exported.format_of(args.checkpoint) is not None:
+    if model_files.format_of(args.checkpoint) is not None:
         if args.half:
             raise ConfigError("--half makes a float16 copy of a checkpoint's model; an exported model runs as exported")
-        return exported.load(args.checkpoint, device)
-    state = run_checkpoint.read(args.checkpoint)
-    model = run_checkpoint.model_from_state(state, device, args.checkpoint).eval()
-    metadata = exported.Metadata(**run_checkpoint.inference_metadata(state))
-    return exported.TorchPredictor(half_copy(model) if args.half else model, metadata, device)
+        return model_files.load(args.checkpoint, device)
+    state = run_state.read(args.checkpoint)
+    model = run_state.model_from_state(state, device, args.checkpoint).eval()
+    metadata = model_files.Metadata(**run_state.inference_metadata(state))
+    return model_files.TorchPredictor(half_copy(model) if args.half else model, metadata, device)
 
 
-def top_predictions(predictor: exported.Predictor, loader: DataLoader, k: int,
+def top_predictions(predictor: model_files.Predictor, loader: DataLoader, k: int,
                     warn: Callable[[str], None]) -> Iterator[tuple[int, list[float], list[int]]]:
     """Yield (input index, top-k probabilities, top-k class indices) per readable image, in order."""
     for images, indices, failed in loader:

@@ -28,11 +28,13 @@ import torch  # noqa: E402
 from loop_overhead import Bench  # noqa: E402
 from loop_overhead import get_args_parser as loop_args_parser
 
-from {{ cookiecutter.package_name }} import config  # noqa: E402
-from {{ cookiecutter.package_name }}.cache import cache_splits  # noqa: E402
-from {{ cookiecutter.package_name }}.cli import run_cli  # noqa: E402
-from {{ cookiecutter.package_name }}.data import DEMO_ROOT, build_loader, load_splits, write_demo_dataset  # noqa: E402
-from {{ cookiecutter.package_name }}.devices import describe_device  # noqa: E402
+from {{ cookiecutter.package_name }} import config
+from {{ cookiecutter.package_name }}.cli import run_cli
+from {{ cookiecutter.package_name }}.data.cache import cache_splits
+from {{ cookiecutter.package_name }}.data.demo import DEMO_ROOT, write_demo_dataset
+from {{ cookiecutter.package_name }}.data.folders import load_splits
+from {{ cookiecutter.package_name }}.data.loaders import build_loader
+from {{ cookiecutter.package_name }}.devkit import describe_device
 
 
 def get_args_parser() -> argparse.ArgumentParser:

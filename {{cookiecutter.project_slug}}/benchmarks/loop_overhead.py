@@ -26,14 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anyw
 
 import torch  # noqa: E402
 
-from {{ cookiecutter.package_name }} import config  # noqa: E402
-from {{ cookiecutter.package_name }}.cli import run_cli  # noqa: E402
-from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
-from {{ cookiecutter.package_name }}.devices import describe_device  # noqa: E402
-from {{ cookiecutter.package_name }}.engine import train_one_epoch  # noqa: E402
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy  # noqa: E402
-from {{ cookiecutter.package_name }}.model import build_model  # noqa: E402
-from {{ cookiecutter.package_name }}.precision import make_policy  # noqa: E402
+from {{ cookiecutter.package_name }} import config
+from {{ cookiecutter.package_name }}.cli import run_cli
+from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.devkit import describe_device
+from {{ cookiecutter.package_name }}.devkit.precision import make_policy
+from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
+from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
 
 Batches = list[tuple[torch.Tensor, torch.Tensor]]
 

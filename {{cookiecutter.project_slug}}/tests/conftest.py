@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, write_demo_dataset
+from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_dataset
+from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.model import build_model
 
 

@@ -17,7 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: train.py and the package
 
 import train  # noqa: E402
-from {{ cookiecutter.package_name }} import loss  # noqa: E402
+from {{ cookiecutter.package_name }} import loss
 
 BAD_RANK, BAD_CALL = int(sys.argv[1]), int(sys.argv[2])
 _real_forward = loss.WeightedCrossEntropy.forward

@@ -1,32 +1,52 @@
-"""The package's shape: no import cycles, and the checkpoint layout has one home."""
+"""The package's shape: the device kit stands alone, the lint is a tool outside it, no import cycles."""
 
 import ast
+import sys
 from pathlib import Path
 
 import {{ cookiecutter.package_name }} as package
 
 PACKAGE_DIR = Path(package.__file__).resolve().parent
-STANDALONE = ("checkpoint", "devices")  # copied into other projects on their own
+PROJECT_ROOT = PACKAGE_DIR.parent
+CLIS = {"train", "evaluate", "predict", "export"}  # the scripts at the project root
 
 
-def package_imports(module: str) -> set[str]:
-    """The package modules `module` imports, at the top or inside functions."""
-    tree = ast.parse((PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8"))
+def module_name(path: Path) -> str:
+    """'devkit.resolve' for <package>/devkit/resolve.py, 'data' for <package>/data/__init__.py."""
+    parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module `path` imports, absolute, with package-relative imports resolved (top level and in functions)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    inside = PACKAGE_DIR in path.parents
+    name = module_name(path).split(".") if inside else []
+    here = [part for part in (name if path.name == "__init__.py" else name[:-1]) if part]
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                found.add(node.module.split(".")[0])
-            else:
-                found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module == package.__name__:
+        if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-    return found & {path.stem for path in PACKAGE_DIR.glob("*.py")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = [package.__name__, *here[:len(here) - (node.level - 1)]]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)  # `from . import loop` names a module
+    return found
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Every package module and the package modules it imports."""
-    return {path.stem: package_imports(path.stem) for path in PACKAGE_DIR.glob("*.py") if path.stem != "__init__"}
+    """Every package module and the package modules it imports (by dotted name under the package)."""
+    paths = {module_name(path): path for path in PACKAGE_DIR.rglob("*.py") if "__pycache__" not in path.parts}
+    prefix = package.__name__ + "."
+    graph = {}
+    for name, path in paths.items():
+        modules = {imported[len(prefix):] for imported in imported_names(path) if imported.startswith(prefix)}
+        graph[name] = {module for module in modules if module in paths and module != name}
+    return graph
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -49,9 +69,16 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def outside(module: str, folder: str) -> bool:
+    """Whether a package module lies outside `folder` (a subpackage such as 'devkit')."""
+    return module != folder and not module.startswith(folder + ".")
+
+
 def test_the_package_has_no_import_cycle():
-    """Modules import in one direction only; a shared piece lives in a third module."""
-    assert find_cycle(import_graph()) is None, " -> ".join(find_cycle(import_graph()))
+    """Modules import in one direction only; a shared piece lives in a third module (packages' __init__ aside)."""
+    graph = {name: {child for child in children if child not in {"data", "devkit", "training"}}
+             for name, children in import_graph().items()}
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -60,18 +87,37 @@ def test_the_cycle_finder_finds_a_cycle():
                                                                        ["plots", "outputs", "plots"])
 
 
-def test_copyable_modules_import_nothing_from_the_package():
-    """checkpoint.py and devices.py stand alone when copied into another project."""
-    graph = import_graph()
-    assert {module: graph[module] for module in STANDALONE} == {module: set() for module in STANDALONE}
+def test_the_device_kit_imports_nothing_outside_itself():
+    """devkit/ is copied whole into other projects: torch, the standard library and its own modules only."""
+    for path in (PACKAGE_DIR / "devkit").glob("*.py"):
+        for imported in imported_names(path):
+            top = imported.split(".")[0]
+            if top == package.__name__:
+                assert not outside(imported[len(package.__name__) + 1:], "devkit"), f"{path.name} imports {imported}"
+            else:
+                assert top in sys.stdlib_module_names or top in {"torch", "__future__"}, f"{path.name} imports {top}"
+
+
+def test_the_device_lint_is_a_standard_library_tool_outside_the_package():
+    """tools/devicelint.py imports only the standard library, and no module of the package is a lint."""
+    lint = PROJECT_ROOT / "tools" / "devicelint.py"
+    tops = {name.split(".")[0] for name in imported_names(lint)}
+    assert tops <= set(sys.stdlib_module_names) | {"__future__"}, tops - set(sys.stdlib_module_names)
+    assert not list(PACKAGE_DIR.rglob("devicelint.py"))
+
+
+def test_no_module_of_the_package_imports_a_cli():
+    """train.py, evaluate.py, predict.py and export.py wire the package together; the package never imports them."""
+    for path in PACKAGE_DIR.rglob("*.py"):
+        assert not {name.split(".")[0] for name in imported_names(path)} & CLIS, path
 
 
 def test_model_code_does_not_know_about_checkpoints():
-    """Turning a checkpoint into a model is run_checkpoint.py's job, not model.py's."""
-    assert not {"checkpoint", "run_checkpoint"} & import_graph()["model"]
+    """Turning a checkpoint into a model is training/run_state.py's job, not model.py's."""
+    assert not {"devkit.checkpoint", "training.run_state"} & import_graph()["model"]
 
 
-def test_only_run_checkpoint_and_the_clis_read_training_checkpoints():
-    """No other module opens a checkpoint: the layout has one home."""
-    readers = {module for module, imports in import_graph().items() if "run_checkpoint" in imports}
-    assert readers <= {"run_checkpoint"}
+def test_only_the_training_package_reads_training_checkpoints():
+    """The checkpoint layout has one home (training/run_state.py); outside training/, only the CLIs read it."""
+    readers = {module for module, imports in import_graph().items() if "training.run_state" in imports}
+    assert all(not outside(module, "training") for module in readers), readers

@@ -4,9 +4,10 @@ import pytest
 import torch
 
 import train
-from {{ cookiecutter.package_name }}.cache import cache_megabytes, cache_splits, check_budget
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data import DataError, build_loader, class_counts, load_splits
+from {{ cookiecutter.package_name }}.data.cache import cache_megabytes, cache_splits, check_budget
+from {{ cookiecutter.package_name }}.data.folders import DataError, class_counts, load_splits
+from {{ cookiecutter.package_name }}.data.loaders import build_loader
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import torch
 from conftest import DEVICES
 from torch import nn
 
-from {{ cookiecutter.package_name }}.checkpoint import (
+from {{ cookiecutter.package_name }}.devkit.checkpoint import (
     CheckpointError,
     atomic_write,
     load_checkpoint,

@@ -10,7 +10,7 @@ import torch
 
 import predict
 import train
-from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
+from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.model import build_model
 
 PROJECT = Path(__file__).resolve().parent.parent

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from {{ cookiecutter.package_name }} import config
-from {{ cookiecutter.package_name }}.devices import DeviceError
+from {{ cookiecutter.package_name }}.devkit import DeviceError
 
 
 def test_flag_wins_over_environment_variable(monkeypatch):

@@ -4,14 +4,9 @@ import pytest
 import torch
 from PIL import Image
 
-from {{ cookiecutter.package_name }}.data import (
-    DEMO_CLASSES,
-    DataError,
-    build_loader,
-    class_counts,
-    load_splits,
-    write_demo_dataset,
-)
+from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_dataset
+from {{ cookiecutter.package_name }}.data.folders import DataError, class_counts, load_splits
+from {{ cookiecutter.package_name }}.data.loaders import build_loader
 
 
 def test_demo_dataset_is_real_png_files_in_imagefolder_layout(tiny_data):
@@ -84,7 +79,7 @@ def _class_folders(root, sizes_per_class, size=28):
 
 def test_class_folders_without_train_and_val_are_split_stratified_and_seeded(tmp_path):
     """--val-split 0.2: a fifth of every class validates, the rest trains, no image in both, same split each time."""
-    from {{ cookiecutter.package_name }}.data import image_folder
+    from {{ cookiecutter.package_name }}.data.folders import image_folder
 
     root = _class_folders(tmp_path / "flat", {"a": 10, "b": 5, "c": 2})
     train_set, val_set = load_splits(root, 16, val_split=0.2, seed=1)
@@ -97,7 +92,7 @@ def test_class_folders_without_train_and_val_are_split_stratified_and_seeded(tmp
 
 def test_the_typical_image_size_is_measured_from_the_files(tmp_path):
     """The median shorter side of a sample of the images, read from their headers."""
-    from {{ cookiecutter.package_name }}.data import typical_image_size
+    from {{ cookiecutter.package_name }}.data.preprocessing import typical_image_size
 
     assert typical_image_size(_class_folders(tmp_path / "d", {"a": 3, "b": 3}, size=28)) == 28
 
@@ -105,7 +100,7 @@ def test_the_typical_image_size_is_measured_from_the_files(tmp_path):
 def test_the_image_size_follows_the_data_the_weights_or_the_demo(tmp_path):
     """From scratch on 28 px scans: 32 px (the lower bound), not 224; pretrained: the weights' own
     resize, crop and normalisation; the demo: its own 64 px; each with its reason."""
-    from {{ cookiecutter.package_name }}.data import choose_preprocessing
+    from {{ cookiecutter.package_name }}.data.preprocessing import choose_preprocessing
 
     root = _class_folders(tmp_path / "scans", {"a": 2, "b": 2}, size=28)
     scratch = choose_preprocessing("resnet18", root, None, pretrained=False)

@@ -15,9 +15,9 @@ from conftest import train_one_thread
 from test_resume import _load, _start, _wait_for, assert_same_run
 
 import train
-from {{ cookiecutter.package_name }} import datacheck
-from {{ cookiecutter.package_name }}.data import image_folder
-from {{ cookiecutter.package_name }}.reproducibility import SeededSamples
+from {{ cookiecutter.package_name }}.data import DataError, check, unreadable
+from {{ cookiecutter.package_name }}.data.folders import image_folder
+from {{ cookiecutter.package_name }}.data.sampling import SeededSamples
 
 PROJECT = Path(__file__).resolve().parent.parent
 ARGS = ["--device", "cpu", "--batch-size", "8", "--image-size", "32", "--no-pretrained", "--precision", "fp32",
@@ -43,7 +43,7 @@ def test_an_unreadable_image_is_replaced_by_the_next_one_drawn_under_its_own_see
     """Item (i, epoch) is image i+1 with i's augmentation seed, names file i and why; twice the same tensors."""
     folder = image_folder(bad_data, "train", 32, train=True)
     bad = next(i for i, (path, _) in enumerate(folder.samples) if path.endswith("circle/0002.png"))
-    samples = SeededSamples(datacheck.SkipUnreadable(folder), seed=7)
+    samples = SeededSamples(unreadable.SkipUnreadable(folder), seed=7)
     image, target, path, reason = samples[(bad, 3)]
     again = samples[(bad, 3)]
     assert torch.equal(image, again[0]) and target == folder.targets[bad + 1]
@@ -53,14 +53,14 @@ def test_an_unreadable_image_is_replaced_by_the_next_one_drawn_under_its_own_see
 
 def test_the_log_warns_once_per_file_and_stops_past_the_allowed_fraction():
     """A file counts once however often it is read; one file too many over the fraction raises DataError."""
-    log = datacheck.UnreadableLog({"train": 100, "val": 10}, max_fraction=0.02)
+    log = unreadable.UnreadableLog({"train": 100, "val": 10}, max_fraction=0.02)
     assert log.add("train", "a.png") and not log.add("train", "a.png")
     log.add("train", "b.png")
     log.check()  # 2 of 100 is not more than 2 %
     log.add("train", "c.png")
-    with pytest.raises(datacheck.DataError, match="3 of 100 images in train/ are unreadable"):
+    with pytest.raises(DataError, match="3 of 100 images in train/ are unreadable"):
         log.check()
-    restored = datacheck.UnreadableLog({"train": 100, "val": 10}, 0.02, saved=log.state())
+    restored = unreadable.UnreadableLog({"train": 100, "val": 10}, 0.02, saved=log.state())
     assert restored.count() == 3 and not restored.add("train", "a.png")
 
 
@@ -68,7 +68,7 @@ def test_check_reports_unreadable_files_empty_classes_balance_and_sizes(bad_data
     """Exit 1 naming the bad file and the empty class; per-class counts and image sizes in the report."""
     (bad_data / "val" / "hexagon").mkdir()
     (bad_data / "train" / "hexagon").mkdir()
-    code = datacheck.main(["check", str(bad_data), "--workers", "2"])
+    code = check.main(["check", str(bad_data), "--workers", "2"])
     out = capsys.readouterr().out
     assert code == 1
     assert "train: 24 images, 5 classes, 1 unreadable" in out and "circle/0002.png" in out
@@ -89,7 +89,7 @@ def test_check_of_clean_data_exits_0_through_python_dash_m(tiny_data):
 
 def test_check_of_a_missing_folder_is_exit_2(tmp_path, capsys):
     """Bad input, not a report: one line and exit 2."""
-    assert datacheck.main(["check", str(tmp_path / "nowhere")]) == 2
+    assert check.main(["check", str(tmp_path / "nowhere")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 

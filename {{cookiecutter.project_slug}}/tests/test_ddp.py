@@ -19,9 +19,9 @@ import torch
 from conftest import nested_tensors
 
 import train
-from {{ cookiecutter.package_name }}.interrupts import PAUSE_ENV_VAR
-from {{ cookiecutter.package_name }}.parallel import weights_digest
-from {{ cookiecutter.package_name }}.run_checkpoint import model_from_state
+from {{ cookiecutter.package_name }}.training.distributed import weights_digest
+from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
+from {{ cookiecutter.package_name }}.training.run_state import model_from_state
 
 PROJECT = Path(__file__).resolve().parent.parent
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }}.devices import (
+from {{ cookiecutter.package_name }}.devkit import (
     DeviceAwareMixin,
     DeviceError,
     DeviceGuard,
@@ -24,7 +24,6 @@ from {{ cookiecutter.package_name }}.devices import (
     device_report,
     gpu_info,
     index_order_warning,
-    main,
     module_device,
     move_to,
     on_device,
@@ -32,6 +31,7 @@ from {{ cookiecutter.package_name }}.devices import (
     same_device,
     use_device,
 )
+from {{ cookiecutter.package_name }}.devkit.__main__ import main
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -357,10 +357,10 @@ def test_guard_is_silent_once_removed():
         net(torch.ones(2, 3))
 
 
-# --- python -m <package>.devices ----------------------------------------------------------------
+# --- python -m <package>.devkit -----------------------------------------------------------------
 
 def test_cli_lists_cpu_and_what_auto_picks():
-    result = subprocess.run([sys.executable, "-m", resolve_device.__module__], cwd=PROJECT_ROOT,
+    result = subprocess.run([sys.executable, "-m", "{{ cookiecutter.package_name }}.devkit"], cwd=PROJECT_ROOT,
                             capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 0, result.stderr
     cpu_rows = [line.split() for line in result.stdout.splitlines() if line.startswith("cpu ")]
@@ -457,7 +457,7 @@ def test_an_unknown_or_ambiguous_uuid_is_refused_in_one_line(fake_cuda, spec, pr
     fake_cuda(free_gib=[10, 70])
     with pytest.raises(DeviceError) as info:
         resolve_device(spec)
-    assert str(info.value) == (f"device '{spec}' {problem} (python -m {main.__module__} lists them); "
+    assert str(info.value) == (f"device '{spec}' {problem} (python -m {{ cookiecutter.package_name }}.devkit lists them); "
                                "available: cuda:0, cuda:1, cpu")
 
 
@@ -486,7 +486,7 @@ def test_device_identity_is_what_config_json_records_of_a_gpu(fake_cuda):
 
 @pytest.mark.fake_cuda
 def test_cli_shows_each_gpu_its_identity_the_mapping_and_the_order_warning(fake_cuda, monkeypatch, capsys):
-    """python -m <package>.devices: a row per GPU with free memory, UUID, PCI bus id and visible entry."""
+    """python -m <package>.devkit: a row per GPU with free memory, UUID, PCI bus id and visible entry."""
     fake_cuda(free_gib=[10, 70])
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
     assert main(["auto:free"]) == 0
@@ -608,7 +608,7 @@ def test_a_training_run_on_cuda_1_opens_no_context_on_cuda_0(tiny_data, tmp_path
 @pytest.mark.skipif(CUDA_COUNT < 2, reason="needs two CUDA devices")
 def test_auto_free_opens_a_context_only_on_the_gpu_it_picks():
     """auto:free reads free memory through NVML, so choosing touches no GPU it does not pick."""
-    script = ("import torch; from {{ cookiecutter.package_name }}.devices import resolve_device; "
+    script = ("import torch; from {{ cookiecutter.package_name }}.devkit import resolve_device; "
               "device = resolve_device('auto:free'); torch.empty(1, device=device); "
               "print(device.index, [torch._C._cuda_hasPrimaryContext(i) for i in range(torch.cuda.device_count())])")
     result = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,

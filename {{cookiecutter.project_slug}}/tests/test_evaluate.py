@@ -10,14 +10,16 @@ from PIL import Image
 
 import evaluate
 import train
-from {{ cookiecutter.package_name }} import run_checkpoint
-from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, build_loader, image_folder, write_demo_dataset
-from {{ cookiecutter.package_name }}.engine import evaluate as engine_evaluate
+from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_dataset
+from {{ cookiecutter.package_name }}.data.folders import image_folder
+from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.metrics import ConfidentMistakes, class_report, new_confusion, update_confusion
 from {{ cookiecutter.package_name }}.outputs import read_metrics
 from {{ cookiecutter.package_name }}.plots import mistakes_figure
-from {{ cookiecutter.package_name }}.precision import make_policy
+from {{ cookiecutter.package_name }}.training import run_state
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
+from {{ cookiecutter.package_name }}.training.loop import evaluate as engine_evaluate
 
 CLASSES = sorted(DEMO_CLASSES)
 CPU = torch.device("cpu")
@@ -79,23 +81,22 @@ def test_evaluate_on_best_pt_prints_the_val_numbers_metrics_csv_recorded_for_its
 def test_plain_cross_entropy_would_not_match_the_recorded_val_loss(imbalanced_run):
     """The equality above means something: an unweighted, unsmoothed loss gives another number on this data."""
     root, out = imbalanced_run
-    state = run_checkpoint.read(out / "best.pt")
+    state = run_state.read(out / "best.pt")
     row = next(row for row in read_metrics(out / "metrics.csv") if row["epoch"] == state["epoch"])
-    model = run_checkpoint.model_from_state(state, CPU)
+    model = run_state.model_from_state(state, CPU)
     loader = build_loader(image_folder(root, "val", 32, train=False), 4, CPU, train=False)
-    plain = engine_evaluate(model, WeightedCrossEntropy(torch.ones(4)), loader, CPU,
-                            policy=make_policy("fp32", CPU), progress=False)
+    plain = engine_evaluate(model, WeightedCrossEntropy(torch.ones(4)), loader, Hardware.create(CPU), progress=False)
     assert abs(plain.loss - row["val_loss"]) > 1e-3
 
 
 def test_the_confusion_matrix_is_filled_by_the_evaluation_loop_itself(checkpoint, tiny_data):
     """engine.evaluate counts every image into the matrix it is given; its accuracy is the loop's accuracy."""
-    state = run_checkpoint.read(checkpoint)
-    model = run_checkpoint.model_from_state(state, CPU)
+    state = run_state.read(checkpoint)
+    model = run_state.model_from_state(state, CPU)
     loader = build_loader(image_folder(tiny_data, "val", 32, train=False), 4, CPU, train=False)
     matrix = new_confusion(4, CPU)
-    stats = engine_evaluate(model, WeightedCrossEntropy(torch.ones(4)), loader, CPU,
-                            policy=make_policy("fp32", CPU), progress=False, confusion=matrix)
+    stats = engine_evaluate(model, WeightedCrossEntropy(torch.ones(4)), loader, Hardware.create(CPU), progress=False,
+                            confusion=matrix)
     assert matrix.sum() == 12 and matrix.shape == (4, 4)
     assert class_report(matrix).accuracy == pytest.approx(stats.acc)
 
@@ -176,11 +177,11 @@ def test_evaluate_writes_a_grid_of_the_most_confident_mistakes(checkpoint, tiny_
     with Image.open(png) as image:
         assert np.asarray(image.convert("RGB")).std() > 10
     # The same collector and figure evaluate.py uses, inspected before saving.
-    state = run_checkpoint.read(checkpoint)
+    state = run_state.read(checkpoint)
     loader = build_loader(image_folder(tiny_data, "val", 32, train=False), 5, CPU, train=False)
     mistakes = ConfidentMistakes(16)
-    engine_evaluate(run_checkpoint.model_from_state(state, CPU), run_checkpoint.loss_from_state(state, CPU), loader,
-                    CPU, policy=make_policy("fp32", CPU), progress=False, on_batch=mistakes)
+    engine_evaluate(run_state.model_from_state(state, CPU), run_state.loss_from_state(state, CPU), loader,
+                    Hardware.create(CPU), progress=False, on_batch=mistakes)
     images, true, predicted, probabilities = mistakes.result()
     assert len(true) == wrong and probabilities == sorted(probabilities, reverse=True)
     figure = mistakes_figure(images, true, predicted, probabilities, CLASSES, mean=[0.5] * 3, std=[0.5] * 3)

@@ -1,4 +1,5 @@
-"""export.py and exported.py: ONNX and .pt2 files that predict.py runs with a checkpoint's labels and probabilities."""
+"""export.py and model_files.py: ONNX and .pt2 files that predict.py runs with a checkpoint's labels and
+probabilities."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from PIL import Image
 
 import export
 import predict
-from {{ cookiecutter.package_name }} import exported
-from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, IMAGENET_MEAN, IMAGENET_STD
+from {{ cookiecutter.package_name }} import model_files
+from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES
+from {{ cookiecutter.package_name }}.data.transforms import IMAGENET_MEAN, IMAGENET_STD
 
 CLASSES = sorted(DEMO_CLASSES)
 CPU = torch.device("cpu")
@@ -52,7 +54,7 @@ def exports(checkpoint, tmp_path_factory) -> dict[str, tuple[Path, list[str]]]:
     """Each format exported once: (file, export.py's printed lines)."""
     pytest.importorskip("onnxruntime", reason="needs the export extra: pip install -e '.[export]'")
     folder, results = tmp_path_factory.mktemp("exported"), {}
-    for fmt in exported.FORMATS:
+    for fmt in model_files.FORMATS:
         out, buffer = folder / f"model.{fmt}", io.StringIO()
         with contextlib.redirect_stdout(buffer):  # capsys is per test; this fixture is shared
             code = export.main([str(checkpoint), "--format", fmt, "--out", str(out)])
@@ -62,7 +64,7 @@ def exports(checkpoint, tmp_path_factory) -> dict[str, tuple[Path, list[str]]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt", exported.FORMATS)
+@pytest.mark.parametrize("fmt", model_files.FORMATS)
 def test_exported_model_predicts_the_checkpoints_labels_and_probabilities(fmt, exports, checkpoint, images, capsys):
     """predict.py on the exported file: the same labels, in the same order, probabilities within 1e-3."""
     path, printed = exports[fmt]
@@ -78,10 +80,10 @@ def test_exported_model_predicts_the_checkpoints_labels_and_probabilities(fmt, e
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt", exported.FORMATS)
+@pytest.mark.parametrize("fmt", model_files.FORMATS)
 def test_exported_file_carries_what_inference_needs_and_any_batch_size(fmt, exports):
     """Class names, image size and normalisation travel in the file; batches of 1 and 7 both run."""
-    predictor = exported.load(exports[fmt][0], CPU)
+    predictor = model_files.load(exports[fmt][0], CPU)
     assert predictor.metadata.class_names == CLASSES and predictor.metadata.image_size == 32
     assert predictor.metadata.mean == list(IMAGENET_MEAN) and predictor.metadata.std == list(IMAGENET_STD)
     for batch in (1, 7):

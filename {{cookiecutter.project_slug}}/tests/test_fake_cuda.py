@@ -14,8 +14,10 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.data import TensorDataset
 
-from {{ cookiecutter.package_name }} import data, parallel, precision
-from {{ cookiecutter.package_name }}.devices import DeviceError, available_devices, module_device, resolve_device, use_device
+from {{ cookiecutter.package_name }}.data import build_loader
+from {{ cookiecutter.package_name }}.training import wrapping
+from {{ cookiecutter.package_name }}.devkit import precision
+from {{ cookiecutter.package_name }}.devkit import DeviceError, available_devices, module_device, resolve_device, use_device
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier, build_model
 
@@ -161,14 +163,14 @@ def test_fp16_forward_on_cuda_1_computes_logits_in_half_and_the_loss_in_float(fa
 def test_loaders_for_a_cuda_device_pin_host_memory(train):
     """A loader feeding cuda:1 pins its batches, so that .to(device, non_blocking=True) overlaps compute."""
     dataset = TensorDataset(torch.zeros(4, 3, 8, 8), torch.zeros(4, dtype=torch.long))
-    assert data.build_loader(dataset, 2, CUDA1, train=train).pin_memory is True
+    assert build_loader(dataset, 2, CUDA1, train=train).pin_memory is True
 
 
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_loaders_for_other_devices_do_not_pin(device):
     """Pinning is wasted work (and a warning) when nothing is copied to a GPU."""
     dataset = TensorDataset(torch.zeros(4, 3, 8, 8), torch.zeros(4, dtype=torch.long))
-    assert data.build_loader(dataset, 2, torch.device(device), train=True).pin_memory is False
+    assert build_loader(dataset, 2, torch.device(device), train=True).pin_memory is False
 
 
 # --- Precision: the fp16 scaler and autocast's dtype per device --------------------------------------
@@ -219,7 +221,7 @@ def test_bf16_on_a_gpu_without_it_is_refused(fake_cuda, monkeypatch):
 def test_dataparallel_on_cuda_1_puts_cuda_1_first(fake_cuda, not_under_torchrun):
     """device_ids[0] holds the master weights and gathers outputs: it is the run's device, not GPU 0."""
     fake_cuda(free_gib=[10, 70, 30])
-    wrapped = parallel.wrap_model(nn.Linear(4, 2), "dp", CUDA1)
+    wrapped = wrapping.wrap_model(nn.Linear(4, 2), "dp", CUDA1)
     assert isinstance(wrapped, nn.DataParallel)
     assert wrapped.device_ids == [1, 0, 2]
     assert wrapped.output_device == 1 and wrapped.src_device_obj == CUDA1
@@ -228,9 +230,9 @@ def test_dataparallel_on_cuda_1_puts_cuda_1_first(fake_cuda, not_under_torchrun)
 def test_dataparallel_needs_two_gpus(fake_cuda, not_under_torchrun):
     """dp on a one-GPU machine is refused with the count; with two it can run."""
     fake_cuda(free_gib=[10])
-    assert parallel.why_not("dp", torch.device("cuda", 0)) == "dp needs 2+ CUDA devices, found 1"
+    assert wrapping.why_not("dp", torch.device("cuda", 0)) == "dp needs 2+ CUDA devices, found 1"
     fake_cuda(free_gib=[10, 70])
-    assert parallel.why_not("dp", CUDA1) is None
+    assert wrapping.why_not("dp", CUDA1) is None
 
 
 def test_ddp_rank_must_train_on_its_own_gpu(fake_cuda, monkeypatch):
@@ -239,5 +241,5 @@ def test_ddp_rank_must_train_on_its_own_gpu(fake_cuda, monkeypatch):
     for name, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "localhost",
                         "MASTER_PORT": "29500"}.items():
         monkeypatch.setenv(name, value)
-    assert "local rank 0 must train on its own GPU, not cuda:1" in parallel.why_not("ddp", CUDA1)
-    assert parallel.why_not("ddp", torch.device("cuda", 0)) is None
+    assert "local rank 0 must train on its own GPU, not cuda:1" in wrapping.why_not("ddp", CUDA1)
+    assert wrapping.why_not("ddp", torch.device("cuda", 0)) is None

@@ -9,10 +9,10 @@ import torch.nn.functional as F
 from torchvision import models
 
 import train
-from {{ cookiecutter.package_name }} import finetune
-from {{ cookiecutter.package_name }}.engine import train_one_epoch
 from {{ cookiecutter.package_name }}.model import build_model, weights_file
-from {{ cookiecutter.package_name }}.precision import make_policy
+from {{ cookiecutter.package_name }}.training import recipe
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
+from {{ cookiecutter.package_name }}.training.loop import StepRecipe, train_one_epoch
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 BACKBONE = "resnet18"  # has BatchNorm, cheap at 32 px
@@ -26,10 +26,10 @@ def _model(device=CPU, classes=3, seed=0):
 def test_frozen_backbone_keeps_its_weights_and_batchnorm_statistics_while_the_head_learns():
     """Training steps with the backbone frozen change the head only: backbone weights and running stats stay."""
     model = _model()
-    finetune.freeze_backbone(model, True)
+    recipe.freeze_backbone(model, True)
     before = {k: v.clone() for k, v in model.backbone.state_dict().items()}
     head_before = model.head.weight.detach().clone()
-    optimizer = torch.optim.AdamW(finetune.parameter_groups(model, 1e-2), lr=1e-2)
+    optimizer = torch.optim.AdamW(recipe.parameter_groups(model, 1e-2), lr=1e-2)
     model.train()
     for _ in range(2):
         optimizer.zero_grad()
@@ -43,9 +43,9 @@ def test_frozen_backbone_keeps_its_weights_and_batchnorm_statistics_while_the_he
 def test_unfreezing_restores_gradients_and_training_mode():
     """--unfreeze-at: from that epoch on, the backbone trains again (gradients, BatchNorm in training mode)."""
     model = _model(META)
-    assert finetune.backbone_frozen(1, True, 3) and not finetune.backbone_frozen(3, True, 3)
-    assert finetune.freeze_backbone(model, True) and not finetune.freeze_backbone(model, True)
-    assert finetune.freeze_backbone(model, False)
+    assert recipe.backbone_frozen(1, True, 3) and not recipe.backbone_frozen(3, True, 3)
+    assert recipe.freeze_backbone(model, True) and not recipe.freeze_backbone(model, True)
+    assert recipe.freeze_backbone(model, False)
     model.train()
     assert all(p.requires_grad for p in model.parameters()) and model.backbone.training
 
@@ -53,7 +53,7 @@ def test_unfreezing_restores_gradients_and_training_mode():
 def test_backbone_and_head_get_their_own_learning_rates():
     """--backbone-lr-scale 0.1: two groups, every parameter in exactly one, the backbone at a tenth."""
     model = _model(META)
-    groups = finetune.parameter_groups(model, 1e-3, backbone_lr_scale=0.1)
+    groups = recipe.parameter_groups(model, 1e-3, backbone_lr_scale=0.1)
     assert [g["name"] for g in groups] == ["backbone", "head"]
     assert groups[0]["lr"] == pytest.approx(1e-4) and groups[1]["lr"] == 1e-3
     assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
@@ -64,7 +64,7 @@ def test_warmup_rises_linearly_then_cosine_decays_to_zero_and_the_schedule_survi
     """--warmup-epochs: lr climbs to its base over the warmup steps, then follows a cosine to zero;
     the scheduler's state is plain numbers that load with weights_only."""
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
-    scheduler = finetune.warmup_cosine(optimizer, warmup_steps=4, total_steps=12)
+    scheduler = recipe.warmup_cosine(optimizer, warmup_steps=4, total_steps=12)
     lrs = [optimizer.param_groups[0]["lr"]]
     for _ in range(12):
         optimizer.step()
@@ -75,7 +75,7 @@ def test_warmup_rises_linearly_then_cosine_decays_to_zero_and_the_schedule_survi
     buffer = io.BytesIO()
     torch.save(scheduler.state_dict(), buffer)
     buffer.seek(0)
-    fresh = finetune.warmup_cosine(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0),
+    fresh = recipe.warmup_cosine(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0),
                                    warmup_steps=1, total_steps=2)
     fresh.load_state_dict(torch.load(buffer, map_location="cpu", weights_only=True))
     assert fresh.get_last_lr() == scheduler.get_last_lr()
@@ -84,14 +84,14 @@ def test_warmup_rises_linearly_then_cosine_decays_to_zero_and_the_schedule_survi
 @pytest.mark.parametrize("device", [CPU, META], ids=str)
 def test_ema_copy_and_its_counter_are_born_on_the_models_device(device):
     """--ema: the averaged copy and AveragedModel's step counter sit beside the weights (meta included)."""
-    ema = finetune.make_ema(_model(device), decay=0.5)
+    ema = recipe.make_ema(_model(device), decay=0.5)
     assert {t.device for t in [*ema.parameters(), *ema.buffers()]} == {device}
 
 
 def test_ema_follows_the_weights_at_its_decay():
     """The first update copies the weights; later ones move decay of the way from the new weights."""
     model = _model()
-    ema = finetune.make_ema(model, decay=0.5)
+    ema = recipe.make_ema(model, decay=0.5)
     with torch.no_grad():
         model.head.bias.add_(1.0)
     ema.update_parameters(model)
@@ -104,10 +104,10 @@ def test_ema_follows_the_weights_at_its_decay():
 
 def test_mixup_and_cutmix_give_soft_targets_for_the_whole_batch():
     """--mixup / --cutmix: torchvision's batch transforms turn (B,) labels into (B, C) probabilities."""
-    assert finetune.batch_mixer(0.0, 0.0, 4) is None
+    assert recipe.batch_mixer(0.0, 0.0, 4) is None
     torch.manual_seed(0)
     for mixup, cutmix in ((0.2, 0.0), (0.0, 1.0), (0.2, 1.0)):
-        images, targets = finetune.batch_mixer(mixup, cutmix, 4)(torch.randn(6, 3, 16, 16), torch.arange(6) % 4)
+        images, targets = recipe.batch_mixer(mixup, cutmix, 4)(torch.randn(6, 3, 16, 16), torch.arange(6) % 4)
         assert images.shape == (6, 3, 16, 16) and targets.shape == (6, 4)
         assert torch.allclose(targets.sum(dim=1), torch.ones(6))
 
@@ -117,12 +117,12 @@ def test_init_from_another_label_set_copies_the_backbone_and_keeps_a_fresh_head(
     source = _model(classes=5, seed=1)
     target = _model(classes=3, seed=2)
     head_before = target.head.weight.detach().clone()
-    fresh = finetune.init_from_state(target, source.state_dict())
+    fresh = recipe.init_from_state(target, source.state_dict())
     assert fresh == ["head.weight", "head.bias"]
     assert torch.equal(target.backbone.conv1.weight, source.backbone.conv1.weight)
     assert torch.equal(target.head.weight, head_before)
     same_classes = _model(classes=5, seed=3)
-    assert finetune.init_from_state(same_classes, source.state_dict()) == []
+    assert recipe.init_from_state(same_classes, source.state_dict()) == []
     assert torch.equal(same_classes.head.weight, source.head.weight)
 
 
@@ -131,11 +131,12 @@ def _tiny_linear(seed=0):
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 3))
 
 
-def _epoch(model, batches, **options):
-    policy = make_policy("fp32", CPU)
-    optimizer = torch.optim.SGD(model.parameters(), lr=options.pop("lr", 0.5))
-    return train_one_epoch(model, torch.nn.CrossEntropyLoss(), optimizer, batches, CPU, policy=policy,
-                           scaler=policy.grad_scaler(), progress=False, **options)
+def _epoch(model, batches, lr=0.5, **options):
+    """One epoch of `batches`; `options` are StepRecipe fields (accum_steps, clip_grad, ema, mix) or loop flags."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    step_recipe = StepRecipe(**{k: options.pop(k) for k in ("accum_steps", "clip_grad", "ema", "mix") if k in options})
+    return train_one_epoch(model, torch.nn.CrossEntropyLoss(), optimizer, batches, Hardware.create(CPU),
+                           recipe=step_recipe, progress=False, **options)
 
 
 def test_accumulating_two_half_batches_takes_the_step_of_one_full_batch():
@@ -164,9 +165,9 @@ def test_ema_is_updated_once_per_optimizer_step_and_mixed_batches_still_count_ac
     """With --ema, --accum-steps 2 and --mixup: 3 batches make 2 optimizer steps, 2 EMA updates, and
     accuracy is measured against the original labels."""
     model = _tiny_linear()
-    ema = finetune.make_ema(model, decay=0.9)
+    ema = recipe.make_ema(model, decay=0.9)
     batches = [(torch.randn(4, 3, 4, 4), torch.tensor([0, 1, 2, 0])) for _ in range(3)]
-    stats = _epoch(model, batches, accum_steps=2, ema=ema, mix=finetune.batch_mixer(0.4, 0.0, 3))
+    stats = _epoch(model, batches, accum_steps=2, ema=ema, mix=recipe.batch_mixer(0.4, 0.0, 3))
     assert int(ema.n_averaged) == 2 and stats.images == 12 and 0.0 <= stats.acc <= 1.0
 
 

@@ -1,4 +1,4 @@
-"""devices.py and checkpoint.py stand alone: copied beside someone else's training script, they just work.
+"""The device kit stands alone: its folder, copied beside someone else's training script, just works.
 
 The script below is written the way pytorch/examples' imagenet main.py is: its own argparse, its own
 model, `model.features = DataParallel(model.features)` (or the whole model wrapped), checkpoints as
@@ -23,15 +23,15 @@ import {{ cookiecutter.package_name }}
 PACKAGE_DIR = Path({{ cookiecutter.package_name }}.__file__).parent
 
 FOREIGN_SCRIPT = textwrap.dedent('''
-    """Someone else's training script: only devices.py and checkpoint.py come from the template."""
+    """Someone else's training script: only the devkit/ folder comes from the template."""
     import argparse
     import importlib.util
 
     import torch
     from torch import nn
 
-    import checkpoint
-    import devices
+    import devkit
+    from devkit import checkpoint
 
     assert importlib.util.find_spec("{{ cookiecutter.package_name }}") is None, "the template's package must not be importable here"
 
@@ -58,8 +58,8 @@ FOREIGN_SCRIPT = textwrap.dedent('''
 
     def main():
         args = parser.parse_args()
-        device = devices.resolve_device(args.device)
-        print("device:", devices.describe_device(device))
+        device = devkit.resolve_device(args.device)
+        print("device:", devkit.describe_device(device))
         torch.manual_seed(0)
         model = Net().to(device)
         if args.wrap == "features":  # what imagenet main.py does for alexnet and vgg
@@ -93,9 +93,8 @@ FOREIGN_SCRIPT = textwrap.dedent('''
 
 @pytest.fixture
 def foreign_project(tmp_path):
-    """A folder holding the foreign script and copies of only devices.py and checkpoint.py."""
-    for name in ("devices.py", "checkpoint.py"):
-        shutil.copy(PACKAGE_DIR / name, tmp_path / name)
+    """A folder holding the foreign script and a copy of the devkit/ folder, nothing else of the package."""
+    shutil.copytree(PACKAGE_DIR / "devkit", tmp_path / "devkit", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "main.py").write_text(FOREIGN_SCRIPT)
     return tmp_path
 

@@ -7,14 +7,8 @@ import torch
 from torchvision import models
 
 from {{ cookiecutter.package_name }}.backbones import build_backbone, default_image_size
-from {{ cookiecutter.package_name }}.devices import module_device
-from {{ cookiecutter.package_name }}.model import (
-    Classifier,
-    WeightsError,
-    build_model,
-    pretrained_state_dict,
-    weights_file,
-)
+from {{ cookiecutter.package_name }}.devkit import module_device
+from {{ cookiecutter.package_name }}.model import Classifier, WeightsError, build_model, pretrained_state_dict, weights_file
 
 BACKBONE = "{{ cookiecutter.backbone }}"
 

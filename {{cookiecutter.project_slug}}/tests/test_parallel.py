@@ -6,23 +6,15 @@ import torch.distributed as dist
 from torch import nn
 
 import train
-from {{ cookiecutter.package_name }}.checkpoint import load_model_state, model_state, strip_wrapper_prefixes
-from {{ cookiecutter.package_name }}.data import build_loader, load_splits
-from {{ cookiecutter.package_name }}.engine import train_one_epoch
+from {{ cookiecutter.package_name }}.data.folders import load_splits
+from {{ cookiecutter.package_name }}.data.loaders import build_loader
+from {{ cookiecutter.package_name }}.devkit.checkpoint import load_model_state, model_state, strip_wrapper_prefixes, unwrap
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier
-from {{ cookiecutter.package_name }}.parallel import (
-    ParallelError,
-    check_compile,
-    eval_shard,
-    reduce_sums,
-    resolve_parallel,
-    train_sampler,
-    unwrap,
-    weights_digest,
-    wrap_model,
-)
-from {{ cookiecutter.package_name }}.precision import make_policy
+from {{ cookiecutter.package_name }}.training.distributed import eval_shard, reduce_sums, train_sampler, weights_digest
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
+from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
+from {{ cookiecutter.package_name }}.training.wrapping import ParallelError, check_compile, resolve_parallel, wrap_model
 
 CPU = torch.device("cpu")
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -146,11 +138,10 @@ def test_in_a_process_group_sums_are_all_reduced_and_data_is_sharded(one_process
 def _one_step(net: nn.Module, model: nn.Module, tiny_data, memory_format=torch.contiguous_format) -> float:
     """One real training epoch on the tiny data through `net`; returns the loss."""
     train_set, _ = load_splits(tiny_data, image_size=32)
-    policy = make_policy("fp32", CPU)
     loader = build_loader(torch.utils.data.Subset(train_set, range(8)), 8, CPU, train=True)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    stats = train_one_epoch(net, WeightedCrossEntropy(torch.ones(4)), optimizer, loader, CPU, policy=policy,
-                            scaler=policy.grad_scaler(), progress=False, memory_format=memory_format)
+    hw = Hardware.create(CPU, "fp32", channels_last=memory_format == torch.channels_last)
+    stats = train_one_epoch(net, WeightedCrossEntropy(torch.ones(4)), optimizer, loader, hw, progress=False)
     return stats.loss
 
 

@@ -7,12 +7,14 @@ import torch
 
 import predict
 import train
-from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
-from {{ cookiecutter.package_name }}.data import build_loader, load_splits
-from {{ cookiecutter.package_name }}.engine import train_one_epoch
+from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
+from {{ cookiecutter.package_name }}.data.loaders import build_loader
+from {{ cookiecutter.package_name }}.data.folders import load_splits
+from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier, build_model
-from {{ cookiecutter.package_name }}.precision import PrecisionError, half_copy, make_policy, resolve_precision
+from {{ cookiecutter.package_name }}.devkit.precision import PrecisionError, half_copy, make_policy, resolve_precision
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 CPU = torch.device("cpu")
 META = torch.device("meta")  # autocast has no meta backend: a device where fp16/bf16 cannot run
@@ -73,10 +75,9 @@ def test_each_half_precision_takes_a_finite_training_step_on_cpu(name, tiny_data
     model = _small_model()
     train_set, _ = load_splits(tiny_data, image_size=32)
     before = model.head.weight.detach().clone()
-    policy = make_policy(name, CPU)
     stats = train_one_epoch(model, WeightedCrossEntropy(torch.ones(4)), torch.optim.AdamW(model.parameters()),
-                            build_loader(torch.utils.data.Subset(train_set, range(8)), 8, CPU, train=True), CPU,
-                            policy=policy, scaler=policy.grad_scaler(), progress=False)
+                            build_loader(torch.utils.data.Subset(train_set, range(8)), 8, CPU, train=True),
+                            Hardware.create(CPU, name), progress=False)
     assert torch.isfinite(torch.tensor(stats.loss))
     assert model.head.weight.dtype == torch.float32 and not torch.equal(before, model.head.weight)
 
@@ -150,10 +151,8 @@ def test_channels_last_takes_a_training_step_and_keeps_its_layout(tiny_data):
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
     train_set, _ = load_splits(tiny_data, image_size=32)
     before = conv.weight.detach().clone()
-    policy = make_policy("fp32", CPU)
     stats = train_one_epoch(model, WeightedCrossEntropy(torch.ones(4)), torch.optim.SGD(model.parameters(), lr=0.1),
-                            build_loader(torch.utils.data.Subset(train_set, range(8)), 8, CPU, train=True), CPU,
-                            policy=policy, scaler=policy.grad_scaler(), progress=False,
-                            memory_format=torch.channels_last)
+                            build_loader(torch.utils.data.Subset(train_set, range(8)), 8, CPU, train=True),
+                            Hardware.create(CPU, "fp32", channels_last=True), progress=False)
     assert torch.isfinite(torch.tensor(stats.loss)) and not torch.equal(before, conv.weight)
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)

@@ -9,13 +9,14 @@ from conftest import DEVICES
 from PIL import Image
 
 import predict
-from {{ cookiecutter.package_name }}.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data import DEMO_CLASSES, build_transforms
-from {{ cookiecutter.package_name }}.exported import Metadata, TorchPredictor
+from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES
+from {{ cookiecutter.package_name }}.data.transforms import build_transforms
+from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
+from {{ cookiecutter.package_name }}.devkit.precision import half_copy
 from {{ cookiecutter.package_name }}.model import build_model
-from {{ cookiecutter.package_name }}.precision import half_copy
-from {{ cookiecutter.package_name }}.run_checkpoint import model_from_state
+from {{ cookiecutter.package_name }}.model_files import Metadata, TorchPredictor
+from {{ cookiecutter.package_name }}.training.run_state import model_from_state
 
 CLASSES = sorted(DEMO_CLASSES)
 

@@ -9,6 +9,7 @@ import pytest
 from conftest import train_one_thread
 
 import train
+from {{ cookiecutter.package_name }} import settings
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.outputs import read_metrics
 
@@ -28,8 +29,7 @@ def original(tiny_data, tmp_path_factory) -> Path:
 
 def parsed(argv: list[str]):
     """The TrainConfig train.py would run for `argv`, without running it."""
-    parser = train.get_args_parser()
-    return train.config_from_args(train.with_config_file(parser, parser.parse_args(argv), argv))
+    return settings.settle(argv).cfg
 
 
 @pytest.mark.slow

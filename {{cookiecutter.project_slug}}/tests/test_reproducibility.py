@@ -8,15 +8,10 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler
 
-from {{ cookiecutter.package_name }}.data import build_loader, load_splits
-from {{ cookiecutter.package_name }}.reproducibility import (
-    EpochSampler,
-    SeededSamples,
-    derive_seed,
-    rng_state,
-    seed_epoch,
-    set_rng_state,
-)
+from {{ cookiecutter.package_name }}.data.folders import load_splits
+from {{ cookiecutter.package_name }}.data.loaders import build_loader
+from {{ cookiecutter.package_name }}.data.sampling import EpochSampler, SeededSamples, derive_seed
+from {{ cookiecutter.package_name }}.training.seeding import rng_state, seed_epoch, set_rng_state
 
 CPU = torch.device("cpu")
 

@@ -23,7 +23,7 @@ import torch
 from conftest import nested_tensors
 
 import train
-from {{ cookiecutter.package_name }}.interrupts import PAUSE_ENV_VAR
+from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 
 PROJECT = Path(__file__).resolve().parent.parent
 EPOCHS = 3

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import train
-from {{ cookiecutter.package_name }} import rundir
+from {{ cookiecutter.package_name }}.training import run_folder
 
 ARGS = ["--device", "cpu", "--epochs", "1", "--batch-size", "8", "--image-size", "32", "--no-pretrained",
         "--precision", "fp32", "--parallel", "none"]
@@ -41,27 +41,27 @@ def test_plans_for_each_combination_of_out_resume_and_overwrite(tmp_path, monkey
     """auto continues from last.pt when there is one; --resume DIR alone continues in DIR; no --out: a new folder."""
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "run"
-    assert rundir.plan(str(out), "auto", False) == rundir.Plan(out, None, f"resume auto: no {out / 'last.pt'} "
+    assert run_folder.plan(str(out), "auto", False) == run_folder.Plan(out, None, f"resume auto: no {out / 'last.pt'} "
                                                                          "yet, starting fresh")
     out.mkdir()
     (out / "last.pt").write_bytes(b"x")
-    assert rundir.plan(str(out), "auto", False).resume == str(out / "last.pt")
-    assert rundir.plan(None, str(out), False).out == out
-    assert rundir.plan(None, str(out / "last.pt"), False).out == out
-    assert rundir.plan(str(out), None, True) == rundir.Plan(out, None)
-    with pytest.raises(rundir.RunDirError):
-        rundir.plan(str(out), None, False)
-    with pytest.raises(rundir.ConfigError, match="cannot be combined"):
-        rundir.plan(str(out), "auto", True)
-    fresh = rundir.plan(None, None, False)
+    assert run_folder.plan(str(out), "auto", False).resume == str(out / "last.pt")
+    assert run_folder.plan(None, str(out), False).out == out
+    assert run_folder.plan(None, str(out / "last.pt"), False).out == out
+    assert run_folder.plan(str(out), None, True) == run_folder.Plan(out, None)
+    with pytest.raises(run_folder.RunDirError):
+        run_folder.plan(str(out), None, False)
+    with pytest.raises(run_folder.ConfigError, match="cannot be combined"):
+        run_folder.plan(str(out), "auto", True)
+    fresh = run_folder.plan(None, None, False)
     assert fresh.out.parent == Path("runs") and fresh.link_latest and fresh.resume is None
 
 
 def test_two_runs_started_in_the_same_second_get_two_folders(tmp_path):
     """The timestamp gets a suffix rather than reusing a folder."""
-    first = rundir.new_run_name(tmp_path)
+    first = run_folder.new_run_name(tmp_path)
     (tmp_path / first).mkdir()
-    assert rundir.new_run_name(tmp_path) not in (first, "")
+    assert run_folder.new_run_name(tmp_path) not in (first, "")
 
 
 def test_latest_is_repointed_atomically_and_a_real_folder_is_left_alone(tmp_path):
@@ -69,12 +69,12 @@ def test_latest_is_repointed_atomically_and_a_real_folder_is_left_alone(tmp_path
     old, new = tmp_path / "20260101-000000", tmp_path / "20260101-000001"
     old.mkdir()
     new.mkdir()
-    assert rundir.link_latest(old) is None and rundir.link_latest(new) is None
+    assert run_folder.link_latest(old) is None and run_folder.link_latest(new) is None
     assert os.readlink(tmp_path / "latest") == new.name and not list(tmp_path.glob(".*.tmp"))
     real = tmp_path / "other"
     (real / "latest").mkdir(parents=True)
     (real / "run").mkdir()
-    assert "real folder" in rundir.link_latest(real / "run")
+    assert "real folder" in run_folder.link_latest(real / "run")
     assert (real / "latest").is_dir() and not (real / "latest").is_symlink()
 
 

@@ -7,12 +7,14 @@ import pytest
 import torch
 
 import train
-from {{ cookiecutter.package_name }}.checkpoint import load_checkpoint, save_checkpoint
-from {{ cookiecutter.package_name }}.data import build_loader, load_splits
-from {{ cookiecutter.package_name }}.engine import NonFiniteLossError, train_one_epoch
-from {{ cookiecutter.package_name }}.interrupts import StopRequest, TrainingInterrupted
+from {{ cookiecutter.package_name }}.devkit.checkpoint import load_checkpoint, save_checkpoint
+from {{ cookiecutter.package_name }}.data.loaders import build_loader
+from {{ cookiecutter.package_name }}.data.folders import load_splits
+from {{ cookiecutter.package_name }}.training.loop import NonFiniteLossError, train_one_epoch
+from {{ cookiecutter.package_name }}.training.stopping import StopRequest, TrainingInterrupted
 from {{ cookiecutter.package_name }}.model import build_model
-from {{ cookiecutter.package_name }}.precision import make_policy
+from {{ cookiecutter.package_name }}.devkit.precision import make_policy
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 CPU = torch.device("cpu")
 ARGS = ["--device", "cpu", "--batch-size", "8", "--image-size", "32", "--no-pretrained",
@@ -58,11 +60,9 @@ def test_a_non_finite_loss_names_its_epoch_and_step(tiny_data):
     """The first NaN step is named exactly, even though it is read back only at the end of the epoch."""
     train_set, _ = load_splits(tiny_data, image_size=32)
     model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=CPU)
-    policy = make_policy("fp32", CPU)
     with pytest.raises(NonFiniteLossError, match=r"epoch 4 step 2\b"):
         train_one_epoch(model, _NaNFromStep(2), torch.optim.SGD(model.parameters(), lr=0.1),
-                        build_loader(train_set, 4, CPU, train=True), CPU, policy=policy,
-                        scaler=policy.grad_scaler(), epoch=4, progress=False)
+                        build_loader(train_set, 4, CPU, train=True), Hardware.create(CPU), epoch=4, progress=False)
 
 
 def test_a_non_finite_loss_exits_1_with_one_line_and_keeps_last_pt(tiny_data, tmp_path, capsys):

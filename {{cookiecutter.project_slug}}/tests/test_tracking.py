@@ -13,9 +13,9 @@ import torch
 from conftest import train_one_thread
 
 import train
-from {{ cookiecutter.package_name }} import tracking
-from {{ cookiecutter.package_name }}.interrupts import PAUSE_ENV_VAR
 from {{ cookiecutter.package_name }}.outputs import read_metrics
+from {{ cookiecutter.package_name }}.training import tracking
+from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 
 pytest.importorskip("tensorboard", reason="needs the tensorboard extra: pip install -e '.[tensorboard]'")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402

@@ -24,7 +24,7 @@ reported. A device string chosen by availability (``"cuda" if torch.cuda.is_avai
 "cpu"``), or used where only NCCL collectives run, cannot crash; it is DEV011, off by default.
 
 Device strings (DEV002) are allowed in the modules whose job is to name devices: files called
-``config.py`` or ``devices.py``; add more with ``--allow-devices-in PATTERN`` (a file name, a
+``config.py``, ``devices.py`` or a ``devkit/`` folder; add more with ``--allow-devices-in PATTERN`` (a file name, a
 path suffix such as ``src/setup.py`` or a glob such as ``scripts/*``).
 
 Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name,
@@ -103,7 +103,7 @@ RULES = {rule.code: rule for rule in (
          default=False),
 )}
 
-DEVICE_MODULES = ("config.py", "devices.py")
+DEVICE_MODULES = ("config.py", "devices.py", "devkit")  # a file, or a folder (the generated project's device kit)
 SKIP_DIRS = {".venv", "venv", ".git", "__pycache__", "build", "dist", ".tox", ".eggs", "node_modules"}
 # "cpu" and "meta" are absent on purpose: they exist everywhere, so naming them is a choice, not a guess.
 _ACCELERATOR = re.compile(r"(cuda|mps|xpu|hpu|xla|npu|ipu|gpu)(:\d+)?\Z")

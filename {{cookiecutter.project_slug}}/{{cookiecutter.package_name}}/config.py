@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from .devices import resolve_device
+from .devkit import resolve_device
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 DEFAULT_DEVICE = "{{ cookiecutter.default_device }}"  # chosen when the project was generated
@@ -40,7 +40,7 @@ class TrainConfig:
     """Everything a training run depends on; saved as config.json and inside checkpoints."""
 
     data: str | None = None  # ImageFolder root holding train/ and val/; None means the demo data
-    device: str | None = None  # a spec for resolve_device; None defers to env var, then default
+    device: str = DEFAULT_DEVICE  # a spec for resolve_device: --device, else $<PACKAGE>_DEVICE, else this
     epochs: int = 3
     batch_size: int = 32
     lr: float = 2e-3

@@ -1,15 +1,16 @@
 """The errors a user can cause, as one family, so the CLIs map them all to exit code 2.
 
 Every project module raises a subclass of `UserError` for bad input (a flag, a data folder, a
-precision the device cannot run). `devices.py` and `checkpoint.py` are written to be copied
-into other projects on their own, so their errors (`DeviceError`, `CheckpointError`) subclass
-ValueError directly instead of importing this module; `USER_ERRORS` names them beside it.
+file). The device kit (`devkit/`) is written to be copied into other projects whole, so its
+errors (`DeviceError`, `CheckpointError`, `PrecisionError`) subclass ValueError directly instead
+of importing this module; `USER_ERRORS` names them beside it.
 """
 
 from __future__ import annotations
 
-from .checkpoint import CheckpointError
-from .devices import DeviceError
+from .devkit import DeviceError
+from .devkit.checkpoint import CheckpointError
+from .devkit.precision import PrecisionError
 
 
 class UserError(ValueError):
@@ -24,4 +25,4 @@ class MissingDependencyError(UserError):
     """An optional feature whose dependency group is not installed (e.g. `pip install -e '.[export]'`)."""
 
 
-USER_ERRORS: tuple[type[Exception], ...] = (UserError, DeviceError, CheckpointError)
+USER_ERRORS: tuple[type[Exception], ...] = (UserError, DeviceError, CheckpointError, PrecisionError)

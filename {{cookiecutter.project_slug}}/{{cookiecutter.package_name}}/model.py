@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from .backbones import build_backbone, default_weights
-from .devices import DeviceAwareMixin, module_device
+from .devkit import DeviceAwareMixin, module_device
 from .errors import UserError
 
 

@@ -12,7 +12,7 @@ import platform
 import sys
 from pathlib import Path
 
-from .checkpoint import atomic_write
+from .devkit.checkpoint import atomic_write
 
 METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s",
                    "unreadable_images")  # files skipped so far (datacheck.py)

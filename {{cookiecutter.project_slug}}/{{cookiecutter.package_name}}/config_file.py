@@ -72,6 +72,8 @@ def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | No
     settings = {}
     for key in sorted(fields & set(values) - PLACE_KEYS):
         value, allowed = values[key], (choices or {}).get(key)
+        if value is None and not _matches(None, hints[key]):
+            continue  # null for a setting that always has a value: the project default (older config.json files)
         if not _matches(value, hints[key]) or (allowed and value is not None and value not in allowed):
             expected = f"one of {', '.join(map(str, allowed))}" if allowed else _type_name(hints[key])
             raise ConfigError(f"--config {path}: bad value for {key}: {json.dumps(value)} (expected {expected})")

@@ -18,7 +18,8 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision.transforms import v2
 
-from .data import DataError, build_transforms
+from .folders import DataError
+from .transforms import build_transforms
 
 _DECODE_BATCH = 64
 

@@ -7,7 +7,6 @@ Everything here is either derived from (config, epoch), so a resumed run recompu
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import torch
@@ -15,36 +14,8 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torchvision.transforms import v2
 
-from .devices import module_device
-from .errors import ConfigError
-
-
-def add_arguments(parser: argparse.ArgumentParser, defaults) -> None:
-    """The fine-tuning flags of train.py, defaults from TrainConfig (`defaults`)."""
-    group = parser.add_argument_group("fine-tuning")
-    group.add_argument("--val-split", type=float, default=defaults.val_split,
-                       help="--data of class folders without train/ and val/: the fraction of each class that "
-                            "validates (stratified, seeded by --seed; default: %(default)s)")
-    group.add_argument("--freeze-backbone", action="store_true", default=defaults.freeze_backbone,
-                       help="train the head only; the backbone's weights and BatchNorm statistics stay as loaded")
-    group.add_argument("--unfreeze-at", type=int, default=defaults.unfreeze_at, metavar="EPOCH",
-                       help="with --freeze-backbone: train the whole model from this epoch on")
-    group.add_argument("--backbone-lr-scale", type=float, default=defaults.backbone_lr_scale, metavar="F",
-                       help="the backbone learns at lr * F, the head at lr (default: %(default)s)")
-    group.add_argument("--warmup-epochs", type=int, default=defaults.warmup_epochs, metavar="N",
-                       help="linear learning-rate warmup before the cosine schedule (default: %(default)s)")
-    group.add_argument("--ema", type=float, default=defaults.ema, metavar="DECAY",
-                       help="keep an exponential moving average of the weights (e.g. 0.999), validated each epoch")
-    group.add_argument("--accum-steps", type=int, default=defaults.accum_steps, metavar="N",
-                       help="add up the gradients of N batches per optimizer step (default: %(default)s)")
-    group.add_argument("--clip-grad", type=float, default=defaults.clip_grad, metavar="NORM",
-                       help="clip the gradients' total norm")
-    group.add_argument("--patience", type=int, default=defaults.patience, metavar="N",
-                       help="stop when val_acc has not improved for N epochs")
-    group.add_argument("--mixup", type=float, default=defaults.mixup, metavar="ALPHA", help="MixUp alpha (0: off)")
-    group.add_argument("--cutmix", type=float, default=defaults.cutmix, metavar="ALPHA", help="CutMix alpha (0: off)")
-    group.add_argument("--init-from", default=defaults.init_from, metavar="CKPT",
-                       help="start from this checkpoint's weights (a fresh head if its classes differ)")
+from ..devkit import module_device
+from ..errors import ConfigError
 
 
 def check_config(cfg) -> list[str]:

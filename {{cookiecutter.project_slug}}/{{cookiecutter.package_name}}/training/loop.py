@@ -1,7 +1,8 @@
 """One pass over the training data, and one over validation data.
 
-Both take the device as an argument. Running totals stay on the device and are read back
-once per logging interval, because every `.item()` is a host-device synchronisation.
+Both take the run's hardware (device, precision, scaler, memory format) as one argument. Running
+totals stay on the device and are read back once per logging interval, because every `.item()`
+is a host-device synchronisation.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .metrics import update_confusion
-from .parallel import earliest_step, reduce_sums
-from .precision import PrecisionPolicy
+from ..metrics import update_confusion
+from .distributed import earliest_step, reduce_sums
+from .hardware import Hardware
 
 
 @dataclasses.dataclass
@@ -59,6 +60,16 @@ class RunningTotals:
                 "seconds": self.seconds_before + time.perf_counter() - self.started}
 
 
+@dataclasses.dataclass(frozen=True)
+class StepRecipe:
+    """What an optimizer step does besides stepping: gradient accumulation and clipping, EMA, MixUp/CutMix."""
+
+    accum_steps: int = 1  # batches whose gradients add up to one optimizer step
+    clip_grad: float | None = None  # clip the gradients' total norm to this; None: no clipping
+    ema: nn.Module | None = None  # an AveragedModel updated after every optimizer step
+    mix: Callable | None = None  # mix(images, labels) -> (images, (B, C) targets): MixUp/CutMix
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; the weights after that step are not worth saving."""
 
@@ -79,27 +90,26 @@ def _summary(loss_sum: torch.Tensor, correct: torch.Tensor, seen: int) -> dict[s
     return {"loss": loss_sum.item() / max(seen, 1), "acc": correct.item() / max(seen, 1)}
 
 
-def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer,
-                    train_loader, device: torch.device, *, policy: PrecisionPolicy,
-                    scaler: torch.amp.GradScaler, scheduler=None, epoch: int = 0,
-                    progress: bool = True, log_every: int = 10,
-                    memory_format: torch.memory_format = torch.contiguous_format,
-                    after_step: Callable[[int, RunningTotals], None] | None = None, accum_steps: int = 1,
-                    clip_grad: float | None = None, ema: nn.Module | None = None,
-                    mix: Callable | None = None, step_losses: list[torch.Tensor] | None = None,
-                    start_step: int = 0, totals: RunningTotals | None = None) -> EpochStats:
+def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer, train_loader,
+                    hw: Hardware, *, scheduler=None, epoch: int = 0, recipe: StepRecipe = StepRecipe(),
+                    after_step: Callable[[int, RunningTotals], None] | None = None,
+                    start_step: int = 0, totals: RunningTotals | None = None,
+                    step_losses: list[torch.Tensor] | None = None, progress: bool = True,
+                    log_every: int = 10) -> EpochStats:
     """Train for one epoch and return its mean loss, accuracy and throughput.
 
-    Optimizer steps count from 1; each adds up the gradients of `accum_steps` batches (the last may
-    have fewer), clipped to a total norm of `clip_grad` if given, then updates `ema` (an AveragedModel).
-    `mix(images, targets)` (MixUp/CutMix) turns targets into (B, C) probabilities; accuracy is still
-    measured against the original labels. `after_step(step, totals)` runs after each optimizer step and
-    may raise to stop (train.py's stop request does). A NaN/inf loss raises NonFiniteLossError naming its
-    step. `step_losses`, when given, receives each optimizer step's mean loss as a device scalar (read
-    once per epoch). A run resumed mid-epoch passes the optimizer steps already done (`start_step`; its
-    loader skips their `start_step * accum_steps` batches) and the `totals` saved with them.
+    Optimizer steps count from 1; each adds up the gradients of `recipe.accum_steps` batches (the last
+    may have fewer), clipped to a total norm of `recipe.clip_grad` if given, then updates `recipe.ema`
+    (an AveragedModel). `recipe.mix(images, targets)` (MixUp/CutMix) turns targets into (B, C)
+    probabilities; accuracy is still measured against the original labels. `after_step(step, totals)` runs
+    after each optimizer step and may raise to stop (train.py's stop request does). A NaN/inf loss raises
+    NonFiniteLossError naming its step. `step_losses`, when given, receives each optimizer step's mean loss as
+    a device scalar (read once per epoch). A run resumed mid-epoch passes the optimizer steps already done
+    (`start_step`; its loader skips their `start_step * accum_steps` batches) and the `totals` saved with
+    them.
     """
     model.train()
+    device, accum_steps = hw.device, recipe.accum_steps
     totals = totals or RunningTotals.start(device)
     loss_sum, correct = totals.loss_sum, totals.correct  # updated in place: `totals` sees every step
     bad_step = torch.zeros((), device=device, dtype=torch.long)  # first step with a non-finite loss, 0: none
@@ -110,14 +120,12 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
     optimizer.zero_grad(set_to_none=True)
     bar = tqdm(train_loader, desc=f"epoch {epoch} train", disable=not progress, leave=False)
     for batch, (images, labels) in enumerate(bar, start=first_batch + 1):
-        # non_blocking overlaps the copy with compute when the loader pinned the batch
-        images = images.to(device, non_blocking=True, memory_format=memory_format)  # (B, 3, H, W)
-        labels = labels.to(device, non_blocking=True)  # (B,)
-        images, targets = mix(images, labels) if mix is not None else (images, labels)  # targets: (B,) or (B, C)
-        with policy.autocast():
+        images, labels = hw.batch(images, labels)  # (B, 3, H, W), (B,)
+        images, targets = recipe.mix(images, labels) if recipe.mix is not None else (images, labels)  # (B,) or (B, C)
+        with hw.autocast():
             logits = model(images)  # (B, C)
         loss = loss_fn(logits, targets)
-        scaler.scale(loss / accum_steps).backward()
+        hw.scaler.scale(loss / accum_steps).backward()
         loss_sum += loss.detach() * labels.size(0)
         correct += (logits.argmax(dim=1) == labels).sum()
         totals.seen += labels.size(0)
@@ -127,9 +135,9 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
         bad_step = torch.where((bad_step == 0) & ~torch.isfinite(loss.detach()), step + 1, bad_step)
         if batch % accum_steps and batch < last_batch:
             continue  # gradients add up until the group is complete
-        _optimizer_step(model, optimizer, scaler, clip_grad)
-        if ema is not None:
-            ema.update_parameters(model)
+        _optimizer_step(model, optimizer, hw.scaler, recipe.clip_grad)
+        if recipe.ema is not None:
+            recipe.ema.update_parameters(model)
         if scheduler is not None:
             scheduler.step()
         step += 1
@@ -161,9 +169,7 @@ def _optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: 
 
 
 @torch.inference_mode()
-def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, device: torch.device, *,
-             policy: PrecisionPolicy, progress: bool = True,
-             memory_format: torch.memory_format = torch.contiguous_format,
+def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, progress: bool = True,
              confusion: torch.Tensor | None = None,
              on_batch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None) -> EpochStats:
     """Mean loss and accuracy of `model` over `val_loader`, without gradients.
@@ -173,13 +179,13 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, device: torch.dev
     `on_batch(images, targets, logits)` to see every batch (e.g. metrics.ConfidentMistakes).
     """
     model.eval()
+    device = hw.device
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.long)
     seen, start = 0, time.perf_counter()
     for images, targets in tqdm(val_loader, desc="validate", disable=not progress, leave=False):
-        images = images.to(device, non_blocking=True, memory_format=memory_format)
-        targets = targets.to(device, non_blocking=True)
-        with policy.autocast():
+        images, targets = hw.batch(images, targets)
+        with hw.autocast():
             logits = model(images)
         predictions = logits.argmax(dim=1)  # (B,)
         loss_sum += loss_fn(logits, targets) * targets.size(0)

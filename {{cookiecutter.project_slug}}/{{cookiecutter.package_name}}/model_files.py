@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from . import checkpoint
-from .data import Preprocessing
+from .data.transforms import Preprocessing
+from .devkit import checkpoint
 from .errors import ConfigError, MissingDependencyError, UserError
 
 FORMATS = ("onnx", "pt2")

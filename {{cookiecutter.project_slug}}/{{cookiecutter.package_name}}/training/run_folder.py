@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 RUNS_ROOT = Path("runs")
 LATEST = "latest"

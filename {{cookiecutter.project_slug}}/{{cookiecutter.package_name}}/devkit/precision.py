@@ -18,13 +18,11 @@ import warnings
 import torch
 from torch import nn
 
-from .errors import UserError
-
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-class PrecisionError(UserError):
-    """The requested precision cannot run on the chosen device."""
+class PrecisionError(ValueError):
+    """The requested precision cannot run on the chosen device (a ValueError, so the kit stands alone)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Stopping cleanly on SIGINT / SIGTERM, and test-only pause points for the crash tests.
+"""Stopping cleanly on SIGINT / SIGTERM, and the clock of periodic saves.
 
 The first SIGINT or SIGTERM only raises a flag. The training loop checks it after each
 optimizer step (and between epochs), so no step, validation pass or checkpoint write is cut in
@@ -17,19 +17,12 @@ no handler sees (SIGKILL, a lost node).
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
-from . import config
-
-# Test hook, never set in normal use: the crash tests set <PACKAGE>_TEST_PAUSE_AT to a point
-# name (e.g. "step:2:1", "save:last.pt:2") so that train.py stops there and sleeps, and the test
-# can SIGKILL it at a known instant; "NAME@R" pauses rank R only. Unset (the default), pause_point() does nothing.
-# Under torchrun the hook pauses in the first attempt only, so a restarted job runs through.
-PAUSE_ENV_VAR = f"{config.PACKAGE.upper()}_TEST_PAUSE_AT"
+from .pause_points import pause_point
 
 
 class TrainingInterrupted(Exception):
@@ -93,23 +86,3 @@ class SaveClock:
     def reset(self) -> None:
         """A checkpoint was just written: count from now."""
         self.last = time.monotonic()
-
-
-def ignore_sigint_in_worker(worker_id: int) -> None:
-    """DataLoader worker_init_fn: a terminal's Ctrl-C reaches the workers too; only the main process acts on it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def pause_point(name: str, until: Callable[[], bool] | None = None) -> None:
-    """Test hook: wait at `name` when <PACKAGE>_TEST_PAUSE_AT names it, so a test can signal or kill us there.
-
-    The wait ends after 10 minutes, or as soon as `until()` is true (a stop request arrived).
-    """
-    rank = os.environ.get("RANK", "0")
-    wanted = os.environ.get(PAUSE_ENV_VAR)
-    if wanted not in (name, f"{name}@{rank}") or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
-        return
-    print(f"paused at {name} (rank {rank}, pid {os.getpid()})", file=sys.stderr, flush=True)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and not (until is not None and until()):
-        time.sleep(0.02)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, MissingDependencyError
 
 LOGGERS = ("none", "tensorboard")
 EPOCH_TAGS = ("train_loss", "train_acc", "val_loss", "val_acc", "lr", "images_per_s")  # metrics.csv columns

@@ -18,7 +18,7 @@ the portable, atomic, weights_only file format underneath):
     config        the run's TrainConfig as a dict
     class_names   the label of each logit, in order
     image_size    the side of the square images the model was trained on
-    rng           the global RNG states (reproducibility.rng_state)
+    rng           the global RNG states (seeding.rng_state)
     metrics       metrics.csv's rows up to `epoch`, so a resumed run rewrites the same file
     version       the package version that wrote it
     preprocessing the input size, evaluation resize, mean and std, and why (data.Preprocessing.to_dict)
@@ -40,10 +40,12 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
-from . import __version__, checkpoint, finetune, reproducibility
-from .data import Preprocessing
-from .loss import WeightedCrossEntropy
-from .model import Classifier, build_model
+from .. import __version__
+from ..data.transforms import Preprocessing
+from ..devkit import checkpoint
+from ..loss import WeightedCrossEntropy
+from ..model import Classifier, build_model
+from . import recipe, seeding
 
 REQUIRED_KEYS = ("model", "config", "class_names", "image_size")
 
@@ -75,7 +77,7 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
         "config": dict(config),
         "class_names": list(class_names),
         "image_size": image_size,
-        "rng": reproducibility.rng_state(),
+        "rng": seeding.rng_state(),
         "metrics": [dict(row) for row in metrics],
         "version": __version__,
     }
@@ -133,12 +135,12 @@ def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torc
     scheduler.load_state_dict(state["scheduler"])
     scaler.load_state_dict(state["scaler"])
     if "rng" in state:
-        reproducibility.set_rng_state(state["rng"])
+        seeding.set_rng_state(state["rng"])
 
 
 def init_model_from(state: dict[str, Any], model: nn.Module, source: str) -> list[str]:
     """--init-from: the checkpoint's weights into `model`, a fresh head where the classes differ; the names left."""
-    return finetune.init_from_state(model, state["model"], source)
+    return recipe.init_from_state(model, state["model"], source)
 
 
 def preprocessing(state: dict[str, Any]) -> Preprocessing:

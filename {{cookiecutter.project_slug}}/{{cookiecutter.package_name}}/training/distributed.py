@@ -1,14 +1,7 @@
-"""Training on several devices, and unwrapping so that checkpoints never see the wrappers.
+"""Processes training together under torchrun: the process group, ranks, and the collectives the run uses.
 
-Three modes, chosen by `--parallel`:
-- `none`: one process, one device.
-- `dp`:   one process driving every visible GPU through `nn.DataParallel` (simple, slower).
-- `ddp`:  one process per device, started by `torchrun`, kept in lockstep by
-          `DistributedDataParallel` (nccl on CUDA, gloo on CPU). Each rank sees its own
-          shard of the data (`DistributedSampler`); epoch totals are summed over ranks;
-          only rank 0 prints and writes files.
-An explicit request that cannot run here stops with a ParallelError (exit 2); the template's
-default mode, when it cannot apply on this machine, falls back to one device with a note.
+Only rank 0 prints and writes files; epoch totals are summed over ranks; the ranks agree at
+every step on stopping and saving.
 """
 
 from __future__ import annotations
@@ -21,18 +14,11 @@ from collections.abc import Iterator
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 
-from .checkpoint import unwrap
-from .errors import UserError
+from ..devkit.checkpoint import unwrap
 
-MODES = ("none", "dp", "ddp")
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-
-
-class ParallelError(UserError):
-    """The requested parallel mode (or --compile) cannot run on this machine."""
 
 
 def launched_by_torchrun() -> bool:
@@ -64,52 +50,6 @@ def print_main(*args, **kwargs) -> None:
     """print() on rank 0 only, so a run's output appears once."""
     if is_main_process():
         print(*args, **kwargs, flush=True)
-
-
-def _cuda_count() -> int:
-    """Visible CUDA devices (0 without CUDA)."""
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def why_not(mode: str, device: torch.device) -> str | None:
-    """Why `mode` cannot run on `device` in this process, or None when it can."""
-    if mode not in MODES:
-        return f"unknown mode; choose one of {', '.join(MODES)}"
-    processes = int(os.environ.get("WORLD_SIZE", 1)) if launched_by_torchrun() else 1
-    if mode != "ddp" and processes > 1:
-        return f"torchrun started {processes} processes, which would train {processes} separate models; use ddp"
-    if mode == "dp":
-        if _cuda_count() < 2:
-            return f"dp needs 2+ CUDA devices, found {_cuda_count()}"
-        if device.type != "cuda":
-            return f"dp runs on CUDA devices, not {device}"
-    if mode == "ddp":
-        if not launched_by_torchrun():
-            return "ddp needs torchrun's environment (launch with: torchrun --nproc_per_node=N train.py ...)"
-        if device.type not in ("cuda", "cpu"):
-            return f"ddp runs on cuda (nccl) or cpu (gloo), not {device.type}"
-        local = int(os.environ["LOCAL_RANK"])
-        if device.type == "cuda" and device.index != local:
-            return f"local rank {local} must train on its own GPU, not {device}; use --device auto"
-    return None
-
-
-def resolve_parallel(requested: str | None, default: str, device: torch.device) -> tuple[str, str | None]:
-    """The mode to run and a note for the user when the default fell back to one device.
-
-    An explicit request is honoured or refused (ParallelError); a default that cannot apply falls back.
-    """
-    if requested is not None:
-        reason = why_not(requested, device)
-        if reason:
-            raise ParallelError(f"--parallel {requested}: {reason}")
-        return requested, None
-    if launched_by_torchrun() and int(os.environ.get("WORLD_SIZE", 1)) > 1:
-        default = "ddp"  # several processes were started to train together
-    reason = why_not(default, device)
-    if reason is None:
-        return default, None
-    return "none", f"parallel: {reason}; running on one device"
 
 
 def start_distributed(mode: str, device: torch.device) -> None:
@@ -151,47 +91,6 @@ def main_process_first() -> Iterator[None]:
     yield
     if is_main_process():
         barrier()
-
-
-def wrap_model(model: nn.Module, mode: str, device: torch.device, *, compile: bool = False) -> nn.Module:
-    """The module to train through: DataParallel, DDP and/or torch.compile around `model`."""
-    if compile:
-        check_compile(device)
-    if mode == "dp":
-        # device_ids[0] holds the master copy and gathers the outputs: it must be the run's device
-        others = [index for index in range(_cuda_count()) if index != device.index]
-        inner = torch.compile(model) if compile else model
-        return nn.DataParallel(inner, device_ids=[device.index, *others], output_device=device.index)
-    if mode == "ddp":
-        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    return torch.compile(model) if compile else model
-
-
-def check_compile(device: torch.device) -> None:
-    """Raise ParallelError with the reason when torch.compile cannot run on this machine."""
-    try:
-        from torch._dynamo import is_dynamo_supported
-    except ImportError:  # private API moved: let torch.compile speak for itself
-        return
-    if not is_dynamo_supported():
-        raise ParallelError("--compile: torch.compile does not support this Python/platform; run without --compile")
-    if device.type == "cpu":
-        try:
-            from torch._inductor.cpp_builder import get_cpp_compiler
-
-            get_cpp_compiler()
-        except ImportError:
-            return
-        except Exception:  # InvalidCxxCompiler and friends
-            raise ParallelError("--compile on cpu needs a C++ compiler (none found: install g++ or set CXX); "
-                                "run without --compile") from None
-    elif device.type == "cuda":
-        try:
-            from torch.utils._triton import has_triton
-        except ImportError:
-            return
-        if not has_triton():
-            raise ParallelError("--compile on cuda needs triton (pip install triton); run without --compile")
 
 
 def train_sampler(dataset, seed: int) -> DistributedSampler | None:
@@ -248,11 +147,6 @@ def from_main(value):
     box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
-
-
-def for_evaluation(net: nn.Module) -> nn.Module:
-    """The module to validate through: without DDP, whose forward may sync buffers across ranks."""
-    return unwrap(net) if is_distributed() else net
 
 
 def reduce_sums(loss_sum: torch.Tensor, correct: torch.Tensor, seen: int) -> tuple[torch.Tensor, torch.Tensor, int]:

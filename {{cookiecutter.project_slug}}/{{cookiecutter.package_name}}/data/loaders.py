@@ -1,0 +1,46 @@
+"""DataLoaders that pin host memory exactly when the device is CUDA.
+
+Pinned pages are what make `tensor.to(device, non_blocking=True)` asynchronous, and pinning is
+wasted work elsewhere.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import torch
+from torch.utils.data import DataLoader
+
+from .sampling import EpochSampler, SeededSamples
+
+
+def ignore_sigint_in_worker(worker_id: int) -> None:
+    """DataLoader worker_init_fn: a terminal's Ctrl-C reaches the workers too; only the main process acts on it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
+                 workers: int = 0, seed: int = 0, sampler=None) -> DataLoader:
+    """A DataLoader that pins memory iff the device is CUDA and keeps workers alive across epochs.
+
+    For training, shuffle order and augmentation are functions of (seed, epoch, index), so a
+    resumed run redraws exactly what an uninterrupted one drew (see sampling.py); call
+    `loader.sampler.set_epoch(epoch)` before each epoch. A given `sampler` (e.g. a
+    DistributedSampler) still chooses the indices.
+    """
+    if train:
+        sampler = EpochSampler(len(dataset), seed, shuffle=True, inner=sampler)
+        dataset = SeededSamples(dataset, seed)
+    generator = torch.Generator().manual_seed(seed)
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=False,  # the training order comes from EpochSampler
+        sampler=sampler,
+        num_workers=workers,
+        pin_memory=device.type == "cuda",
+        persistent_workers=workers > 0,
+        drop_last=False,
+        generator=generator,
+        worker_init_fn=ignore_sigint_in_worker if workers > 0 else None,
+    )

@@ -1,0 +1,63 @@
+"""The data pipeline behind one call: `build_loaders(cfg, device)` returns the loaders and what they hold.
+
+It writes the demo data when no `--data` is given (one rank under ddp), chooses the preprocessing
+(data/preprocessing.py), loads the splits, decodes them into memory with `--cache-images`, skips
+unreadable images (data/unreadable.py), and builds seeded, pinned, ddp-sharded loaders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from ..training.distributed import eval_shard, main_process_first, train_sampler
+from .cache import cache_splits
+from .demo import DEMO_ROOT, write_demo_dataset
+from .folders import class_counts, load_splits
+from .loaders import build_loader
+from .preprocessing import choose_preprocessing
+from .transforms import Preprocessing
+from .unreadable import ReportingLoader, SkipUnreadable, UnreadableLog
+
+
+@dataclasses.dataclass
+class Loaders:
+    """What `build_loaders` returns: both loaders, the classes, and the preprocessing (with its reason)."""
+
+    train_loader: ReportingLoader
+    val_loader: ReportingLoader
+    class_names: list[str]
+    class_counts: torch.Tensor  # (C,) training images per class, for balanced loss weights
+    preprocessing: Preprocessing
+    unreadable: UnreadableLog  # unreadable files found so far, per split; saved in checkpoints
+
+
+def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = None,
+                  on_unreadable: Callable[[str, str, str], None] | None = None) -> Loaders:
+    """The run's training and validation loaders for `cfg` (a TrainConfig) on `device`.
+
+    `saved`: the preprocessing of the checkpoint the weights come from (it wins unless --image-size
+    is given). `on_unreadable(split, path, reason)` hears of each unreadable image as it is skipped.
+    """
+    with main_process_first():  # under ddp, one rank writes the demo data
+        root = Path(cfg.data) if cfg.data else write_demo_dataset(DEMO_ROOT)
+    preprocessing = choose_preprocessing(cfg.backbone, cfg.data and root, cfg.image_size, cfg.pretrained, saved)
+    train_set, val_set = load_splits(root, preprocessing, val_split=cfg.val_split, seed=cfg.seed)
+    class_names, counts = list(train_set.classes), class_counts(train_set)
+    if cfg.cache_images:  # decode once: small runs become compute-bound (see cache.py); cached data has no bad files
+        train_set, val_set = cache_splits(train_set, val_set, preprocessing.image_size, cfg.cache_budget_mb,
+                                          cfg.workers)
+    else:
+        train_set, val_set = SkipUnreadable(train_set), SkipUnreadable(val_set)
+    unreadable = UnreadableLog({"train": len(train_set), "val": len(val_set)}, cfg.max_bad_fraction)
+    report = on_unreadable or (lambda split, path, reason: None)
+    train_loader = build_loader(train_set, cfg.batch_size, device, train=True, workers=cfg.workers, seed=cfg.seed,
+                                sampler=train_sampler(train_set, cfg.seed))
+    val_loader = build_loader(val_set, cfg.batch_size, device, train=False, workers=cfg.workers,
+                              sampler=eval_shard(val_set))
+    return Loaders(ReportingLoader(train_loader, lambda path, reason: report("train", path, reason)),
+                   ReportingLoader(val_loader, lambda path, reason: report("val", path, reason)),
+                   class_names, counts, preprocessing, unreadable)

@@ -1,0 +1,64 @@
+"""Choosing the preprocessing for a run: the weights' own when pretrained, else the demo's size or the data's.
+
+The one home of that decision; a resumed run or `--init-from` takes the checkpoint's instead
+(training/run_state.preprocessing).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from PIL import Image
+from torchvision import datasets
+
+from .. import backbones
+from .demo import DEMO_IMAGE_SIZE
+from .folders import DataError
+from .transforms import Preprocessing
+
+
+def typical_image_size(root: Path, sample: int = 64) -> int:
+    """The median shorter side of up to `sample` images spread evenly over the tree (headers only)."""
+    files = sorted(path for path in Path(root).rglob("*")
+                   if path.suffix.lower() in datasets.folder.IMG_EXTENSIONS and path.is_file())
+    if not files:
+        raise DataError(f"{root}: no image files found; expected {root}/train/<class>/<image> and val/, "
+                        f"or {root}/<class>/<image>")
+    picked = files[::max(1, len(files) // sample)][:sample]
+    sides = []
+    for path in picked:
+        try:
+            with Image.open(path) as image:  # reads the header, not the pixels
+                sides.append(min(image.size))
+        except (OSError, ValueError) as error:
+            raise DataError(f"cannot read image {path}: {error}") from None
+    return int(statistics.median(sides))
+
+
+SCRATCH_SIZE_BOUNDS = (32, 224)  # sizes measured from the data, for training from scratch, are kept within these
+
+
+def choose_preprocessing(backbone: str, root: Path | None, image_size: int | None,
+                         pretrained: bool, saved: Preprocessing | None = None) -> Preprocessing:
+    """The run's input size and normalisation, with the reason: the flag, the weights' checkpoint (`saved`,
+    when resuming or starting from one), the demo's own size, the pretrained weights' preprocessing, or (from
+    scratch) the data's typical image size."""
+    if image_size:
+        return Preprocessing(image_size, reason="--image-size")
+    if saved is not None:
+        return saved
+    if root is None:
+        size = backbones.fit_image_size(backbone, DEMO_IMAGE_SIZE)
+        raised = f", raised to the {size} px that {backbone} takes" if size != DEMO_IMAGE_SIZE else ""
+        return Preprocessing(size, reason=f"the demo data's own size ({DEMO_IMAGE_SIZE} px{raised})")
+    if pretrained:
+        weights = backbones.default_weights(backbone).transforms()
+        return Preprocessing(weights.crop_size[0], weights.resize_size[0], tuple(weights.mean), tuple(weights.std),
+                             reason=f"the pretrained weights' preprocessing (resize {weights.resize_size[0]}, "
+                                    f"crop {weights.crop_size[0]})")
+    measured = typical_image_size(root)
+    low, high = SCRATCH_SIZE_BOUNDS
+    size = backbones.fit_image_size(backbone, min(max(measured, low), high))
+    return Preprocessing(size, reason=f"the data's typical image size (the median shorter side of a sample is "
+                                      f"{measured} px; kept within {low}-{high} and what {backbone} takes)")

@@ -1,0 +1,38 @@
+"""The device kit: decide the device once, pass it down, and let modules read theirs from their tensors.
+
+A folder that imports only torch and the standard library and nothing outside itself: copy it
+whole into any project (`from devkit import resolve_device, ...`). Each common pattern has a
+stricter twin here:
+
+    pattern in the wild                                  what the kit ships
+    device = torch.device("cuda" if ... else "cpu")      resolve_device(spec): never downgrades,
+                                                         knows mps / xpu / torchrun, checks cuda:N
+    a loop over nvidia-smi to find an idle GPU           resolve_device("auto:free:8GiB")
+    "which card is cuda:1?"                              gpu_info(1): name, memory, UUID, PCI bus id
+    next(model.parameters()).device                      module_device(module)
+    a dummy nn.Parameter(torch.empty(0)) for .device     DeviceAwareMixin: .device and .dtype
+    assert a.device == b.device                          same_device(images=x, labels=y)
+    an auto_device decorator for flat tensor args        move_to(batch, device), on_device(device)
+    a context manager around torch.cuda.set_device       use_device(device): no-op off CUDA / XPU
+    "Expected all tensors to be on the same device"      DeviceGuard(model); device_report(model)
+    torch.save(model) / torch.load(path)                 checkpoint.py: CPU-portable, atomic,
+                                                         weights_only-loadable files
+    autocast + GradScaler by hand                        precision.py: make_policy(name, device)
+
+Modules: backends.py (what the machine has, DeviceError), resolve.py (specs), gpus.py (GPU
+identity and free memory), placement.py (module_device, move_to, same_device), guard.py
+(DeviceGuard, device_report), checkpoint.py, precision.py. `python -m <package>.devkit [SPEC]`
+prints the device table and what SPEC resolves to.
+"""
+
+from .backends import DeviceError, available_devices
+from .gpus import GpuInfo, device_identity, gpu_info, index_order_warning
+from .guard import DeviceGuard, device_report
+from .placement import DeviceAwareMixin, module_device, move_to, on_device, same_device, use_device
+from .resolve import describe_device, resolve_device
+
+__all__ = [
+    "DeviceError", "available_devices", "resolve_device", "describe_device", "GpuInfo", "gpu_info",
+    "device_identity", "index_order_warning", "module_device", "DeviceAwareMixin", "move_to", "on_device",
+    "use_device", "same_device", "device_report", "DeviceGuard",
+]

@@ -1,0 +1,63 @@
+"""What this machine has: the accelerator backends, the devices they count, and the error for a bad device.
+
+The base of the device kit: every other devkit module imports from here, and this module from
+torch and the standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+KINDS = ("cpu", "cuda", "mps", "xpu", "meta")
+INDEXED = ("cuda", "mps", "xpu")  # tensors on these report an index: cuda:0, never bare cuda
+
+
+class DeviceError(ValueError):
+    """A device was asked for that is malformed or not present, or tensors disagree on devices."""
+
+def backend_module(kind: str) -> Any:
+    """torch.cuda or torch.xpu: the backends with a 'current device'; None for the others."""
+    return {"cuda": torch.cuda, "xpu": getattr(torch, "xpu", None)}.get(kind)
+
+def backend_count(kind: str) -> int:
+    """How many devices of one kind this machine has (0 when the backend is absent)."""
+    if kind == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        return 1 if mps is not None and mps.is_available() else 0
+    backend = backend_module(kind)
+    if backend is not None:
+        return backend.device_count() if backend.is_available() else 0
+    return 1  # cpu and meta always exist
+
+def available_devices() -> list[str]:
+    """The devices this machine can run on, accelerators first, e.g. ['cuda:0', 'cuda:1', 'cpu']."""
+    found = []
+    for kind in ("cuda", "mps", "xpu"):
+        count = backend_count(kind)
+        found += ["mps"] if kind == "mps" and count else [f"{kind}:{i}" for i in range(count)]
+    return found + ["cpu"]
+
+def show(spec: object) -> str:
+    """The spec as it goes into a one-line error message."""
+    text = repr(str(spec)) if isinstance(spec, torch.device) else repr(spec)
+    text = " ".join(line.strip() for line in text.splitlines())  # some reprs (tensors) span lines
+    return text if len(text) <= 60 else text[:57] + "..."
+
+def format_bytes(count: float) -> str:
+    """1536 -> '1.5 KiB'; exact below 1 KiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+def format_table(rows: list[tuple[str, ...]], right: Iterable[int] = ()) -> str:
+    """Rows as aligned text; the columns numbered in `right` are right-aligned (numbers)."""
+    right = set(right)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.rjust(width) if i in right else cell.ljust(width)
+                               for i, (cell, width) in enumerate(zip(row, widths))).rstrip()
+                     for row in rows)

@@ -1,0 +1,165 @@
+"""train.py's flags, declared once and grouped, and settling them into one typed TrainConfig.
+
+Precedence, lowest first: the project's generated defaults (TrainConfig), a `--config FILE`
+(a run's config.json, read by config_file.py), then the flags on the command line. Flags are
+parsed with `argparse.SUPPRESS` defaults, so the parsed namespace holds exactly the flags the
+user typed: no `None` stands for "not given". `Settled.explicit` names every setting the user
+chose (by flag or file); train.py uses it where an explicit request must be refused rather than
+fall back (--precision, --parallel, --pretrained).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from . import backbones, config
+from .config_file import read_config_file
+from .data import DEMO_IMAGE_SIZE
+from .errors import ConfigError
+from .training import recipe
+from .training.tracking import LOGGERS
+
+CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": LOGGERS}
+MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settled:
+    """The run's TrainConfig with every default filled in, which settings the user chose, and CLI-only switches."""
+
+    cfg: config.TrainConfig
+    explicit: frozenset[str]
+    verbose: bool = False
+    debug_devices: bool = False
+
+
+def _default(name: str) -> str:
+    """' (default: X)' for a TrainConfig field, for --help."""
+    return f" (default: {getattr(config.TrainConfig(), name)})"
+
+
+def _data_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument("--data", help="ImageFolder root with train/ and val/, or class folders split by --val-split "
+                                  "(default: built-in demo data)")
+    g.add_argument("--val-split", type=float, metavar="F", help="--data of class folders without train/ and val/: "
+                   "the fraction of each class that validates (stratified, seeded by --seed)" + _default("val_split"))
+    g.add_argument("--image-size", type=int, help=f"default: {DEMO_IMAGE_SIZE} for the demo data; the weights' crop "
+                                                  "when pretrained; else the data's typical image size")
+    g.add_argument("--workers", type=int, help="DataLoader worker processes" + _default("workers"))
+    g.add_argument("--cache-images", action="store_true",
+                   help="decode the data once into memory (uint8, resized) so small runs are compute-bound")
+    g.add_argument("--cache-budget-mb", type=int, help="memory --cache-images may use" + _default("cache_budget_mb"))
+    g.add_argument("--max-bad-fraction", type=float, help="unreadable images are skipped (with a warning); more "
+                   "than this fraction of a split stops the run" + _default("max_bad_fraction"))
+
+
+def _model_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--backbone", help="any torchvision classification model name" + _default("backbone"))
+    g.add_argument("--pretrained", action=argparse.BooleanOptionalAction,
+                   help="start from ImageNet weights (needs a download or a cached file)" + _default("pretrained"))
+    g.add_argument("--init-from", metavar="CKPT",
+                   help="start from this checkpoint's weights (a fresh head if its classes differ)")
+
+
+def _optimisation_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--epochs", type=int, help="epochs to train" + _default("epochs"))
+    g.add_argument("--batch-size", type=int, help="images per batch (per process under ddp)" + _default("batch_size"))
+    g.add_argument("--lr", type=float, help="AdamW learning rate of the head" + _default("lr"))
+    g.add_argument("--weight-decay", type=float, help="AdamW weight decay" + _default("weight_decay"))
+    g.add_argument("--label-smoothing", type=float, help="in [0, 1)" + _default("label_smoothing"))
+    g.add_argument("--seed", type=int, help="every random draw derives from it" + _default("seed"))
+    g.add_argument("--accum-steps", type=int, metavar="N",
+                   help="add up the gradients of N batches per optimizer step" + _default("accum_steps"))
+    g.add_argument("--clip-grad", type=float, metavar="NORM", help="clip the gradients' total norm")
+    g.add_argument("--warmup-epochs", type=int, metavar="N",
+                   help="linear learning-rate warmup before the cosine schedule" + _default("warmup_epochs"))
+    g.add_argument("--patience", type=int, metavar="N", help="stop when val_acc has not improved for N epochs")
+
+
+def _finetuning_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("fine-tuning")
+    g.add_argument("--freeze-backbone", action="store_true",
+                   help="train the head only; the backbone's weights and BatchNorm statistics stay as loaded")
+    g.add_argument("--unfreeze-at", type=int, metavar="EPOCH",
+                   help="with --freeze-backbone: train the whole model from this epoch on")
+    g.add_argument("--backbone-lr-scale", type=float, metavar="F",
+                   help="the backbone learns at lr * F, the head at lr" + _default("backbone_lr_scale"))
+    g.add_argument("--ema", type=float, metavar="DECAY",
+                   help="keep an exponential moving average of the weights (e.g. 0.999), validated each epoch")
+    g.add_argument("--mixup", type=float, metavar="ALPHA", help="MixUp alpha (0: off)")
+    g.add_argument("--cutmix", type=float, metavar="ALPHA", help="CutMix alpha (0: off)")
+
+
+def _run_folder_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("run folder")
+    g.add_argument("--out", help="run directory for checkpoints, metrics and plots (default: a new "
+                                 "runs/<timestamp>, linked as runs/latest)")
+    g.add_argument("--resume", help="a checkpoint file or a run directory to continue; auto: OUT/last.pt if it "
+                                    "exists, else start fresh (for restarted and requeued jobs)")
+    g.add_argument("--overwrite", action="store_true",
+                   help="start afresh in an --out that holds another run's checkpoints, replacing them")
+    g.add_argument("--save-every-minutes", type=float, help="also save a mid-epoch last.pt this often, so a kill -9 "
+                   "loses at most that much (default: at epoch ends and on SIGINT/SIGTERM only)")
+    g.add_argument("--config", metavar="FILE",
+                   help="a run's config.json: replay its settings (flags given beside it win; --out is not taken)")
+    g.add_argument("--logger", choices=CHOICES["logger"],
+                   help="tensorboard: event files in --out (needs pip install -e '.[tensorboard]')"
+                        + _default("logger"))
+
+
+def _device_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("device and precision")
+    g.add_argument("--device", help=f"auto, auto:free[:MIN], cpu, cuda, cuda:N, GPU-<uuid>, mps, xpu "
+                                    f"(default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE})")
+    g.add_argument("--precision", choices=CHOICES["precision"],
+                   help="autocast dtype; fp16 adds a GradScaler on CUDA" + _default("precision"))
+    g.add_argument("--parallel", choices=CHOICES["parallel"], help="dp: DataParallel over the visible GPUs; ddp: one "
+                   "process per device under torchrun" + _default("parallel"))
+    g.add_argument("--channels-last", action="store_true",
+                   help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores)")
+    g.add_argument("--compile", action="store_true", help="torch.compile the model")
+    g.add_argument("--verbose", action="store_true", help="print the model's device report, and tracebacks on failure")
+    g.add_argument("--debug-devices", action="store_true",
+                   help="guard every submodule: a misplaced input names the submodule and both devices")
+
+
+def get_args_parser() -> argparse.ArgumentParser:
+    """train.py's flags in groups; a flag not typed is absent from the parsed namespace (SUPPRESS)."""
+    p = argparse.ArgumentParser(description="Train the image classifier.", argument_default=argparse.SUPPRESS)
+    for add in (_data_flags, _model_flags, _optimisation_flags, _finetuning_flags, _run_folder_flags, _device_flags):
+        add(p)
+    return p
+
+
+def check(cfg: config.TrainConfig) -> None:
+    """Refuse values that cannot work (ConfigError), before anything is built or written."""
+    for name in ("epochs", "batch_size"):
+        if getattr(cfg, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
+    if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
+        raise ConfigError("--workers must be >= 0 and --image-size >= 16")
+    if cfg.image_size is not None and cfg.image_size > MAX_IMAGE_SIZE:
+        raise ConfigError(f"--image-size must be at most {MAX_IMAGE_SIZE}, got {cfg.image_size}")
+    if cfg.save_every_minutes < 0 or not 0 <= cfg.max_bad_fraction < 1:
+        raise ConfigError("--save-every-minutes must be >= 0 and --max-bad-fraction in [0, 1)")
+    backbones.check_backbone(cfg.backbone)
+    if cfg.image_size:
+        backbones.check_image_size(cfg.backbone, cfg.image_size)
+    for problem in recipe.check_config(cfg):
+        raise ConfigError(problem)
+
+
+def settle(argv: list[str] | None = None) -> Settled:
+    """Flags, a --config file and the generated defaults, as one checked TrainConfig (ConfigError if bad)."""
+    given = vars(get_args_parser().parse_args(argv))
+    switches = {name: given.pop(name, False) for name in ("verbose", "debug_devices")}
+    from_file = read_config_file(given.pop("config"), CHOICES) if "config" in given else {}
+    chosen = {**from_file, **given}
+    chosen["device"] = config.device_spec(chosen.get("device"))  # the flag, else the environment, else the default
+    cfg = dataclasses.replace(config.TrainConfig(), **chosen)
+    check(cfg)
+    return Settled(cfg, frozenset(from_file) | frozenset(given), **switches)

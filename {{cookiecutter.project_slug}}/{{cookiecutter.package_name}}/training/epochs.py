@@ -1,0 +1,131 @@
+"""A run's epochs: train and validate each, report it, save it; and what happens at each step boundary.
+
+A stop request ends a run one way: TrainingInterrupted, agreed by every rank, raised after a
+step (its mid-epoch checkpoint written) or after an epoch's checkpoint is written.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import torch
+
+from .. import outputs, plots
+from . import distributed, loop, recipe, run_state, seeding, stopping, tracking, wrapping
+from .pause_points import pause_point
+from .run import Run
+
+
+def at_step_boundary(run: Run, out: Path, epoch: int, step: int, totals: loop.RunningTotals) -> None:
+    """After each optimizer step: save a mid-epoch last.pt when a signal came or the clock says so, and stop.
+
+    Under ddp every rank takes the same decision at the same step (one small all-reduce), so the
+    ranks stop together and the checkpoint holds a step every rank completed.
+    """
+    pause_point(f"step:{epoch}:{step}", until=run.stop)
+    signum, save_due = distributed.max_on_any_rank([run.stop.signum or 0, int(run.save_clock.due())], run.device)
+    if signum or save_due:
+        epoch_totals = totals.saved()  # a collective under ddp: every rank calls it
+        if distributed.is_main_process():
+            pause = functools.partial(pause_point, f"save:last.pt:{epoch}:{step}")
+            run_state.save(out / "last.pt", run.state(epoch, step, epoch_totals), before_replace=pause)
+        run.save_clock.reset()
+    if signum:
+        raise stopping.TrainingInterrupted(signum, epoch, step)
+
+
+def _metrics_row(run: Run, epoch: int, train_stats: loop.EpochStats, val_stats: loop.EpochStats) -> dict:
+    """metrics.csv's row for an epoch (the fixed columns first)."""
+    return {"epoch": epoch, "train_loss": round(train_stats.loss, 6), "train_acc": round(train_stats.acc, 6),
+            "val_loss": round(val_stats.loss, 6), "val_acc": round(val_stats.acc, 6),
+            "lr": run.optimizer.param_groups[-1]["lr"],  # the head's (the backbone's is lr * --backbone-lr-scale)
+            "epoch_time_s": round(train_stats.seconds + val_stats.seconds, 3),
+            "images_per_s": round(train_stats.images_per_s, 1), "unreadable_images": run.unreadable.count()}
+
+
+def run_epoch(run: Run, epoch: int, out: Path) -> dict:
+    """Train and validate once (the rest of the epoch, after a mid-epoch resume); return its metrics row."""
+    cfg = run.cfg
+    start_step = run.start_step if epoch == run.start_epoch else 0
+    if not start_step:
+        # The epoch's randomness derives from (seed, epoch) alone, so a resumed run redraws it exactly.
+        # Mid-epoch, the checkpoint restored the RNG states of that step boundary instead.
+        seeding.seed_epoch(cfg.seed, epoch)
+    # start_step counts optimizer steps; each took --accum-steps batches
+    run.train_loader.sampler.set_epoch(epoch, start=start_step * cfg.accum_steps * cfg.batch_size)
+    totals = loop.RunningTotals.start(run.device, run.resumed_totals if start_step else None)
+    progress = distributed.is_main_process()
+    if recipe.freeze_backbone(run.model, recipe.backbone_frozen(epoch, cfg.freeze_backbone, cfg.unfreeze_at)):
+        # DDP and torch.compile take note of which parameters train when they wrap: wrap again
+        run.wrapped_model = wrapping.wrap_model(run.model, cfg.parallel, run.device, compile=cfg.compile)
+    step_losses = [] if run.logger.wants_step_losses else None
+    train_stats = loop.train_one_epoch(run.wrapped_model, run.loss_fn, run.optimizer, run.train_loader, run.hw,
+                                       scheduler=run.scheduler, epoch=epoch, recipe=run.step_recipe,
+                                       after_step=functools.partial(at_step_boundary, run, out, epoch),
+                                       start_step=start_step, totals=totals, step_losses=step_losses,
+                                       progress=progress)
+    run.step_losses = torch.stack(step_losses) if step_losses else None  # on the device; logged per epoch
+    pause_point(f"validate:{epoch}")
+    val_stats = loop.evaluate(wrapping.for_evaluation(run.wrapped_model), run.loss_fn, run.val_loader, run.hw,
+                              progress=progress)
+    run.unreadable.pool_ranks()
+    run.unreadable.check()  # too many unreadable files: stop (exit 2) rather than train on what is left
+    row = _metrics_row(run, epoch, train_stats, val_stats)
+    if run.ema is not None:  # the averaged weights are validated too: best.pt keeps whichever is better
+        ema_stats = loop.evaluate(run.ema.module, run.loss_fn, run.val_loader, run.hw, progress=progress)
+        row.update(ema_val_loss=round(ema_stats.loss, 6), ema_val_acc=round(ema_stats.acc, 6))
+    return row
+
+
+def open_logger(run: Run, out: Path) -> None:
+    """The run's logger on rank 0; on resume it drops what the interrupted run logged after its checkpoint."""
+    if distributed.is_main_process():
+        # global optimizer steps count from 1; a mid-epoch checkpoint already holds start_step of its epoch
+        first_step = (run.start_epoch - 1) * run.steps_per_epoch + run.start_step + 1
+        run.logger = tracking.open_logger(run.cfg.logger, out, purge_step=first_step, hparams=run.cfg.to_dict())
+
+
+def save_epoch(run: Run, row: dict, out: Path) -> None:
+    """Write last.pt, best.pt when validation improved, metrics.csv and curves.png."""
+    run.rows.append(row)
+    score, weights = recipe.epoch_score(row)
+    improved = score > run.best_acc
+    run.best_acc = max(run.best_acc, score)
+    if not distributed.is_main_process():  # under ddp, rank 0 alone writes
+        return
+    state = run.state(row["epoch"])
+    best = state if weights == "model" else run.state(row["epoch"], weights=weights)
+    outputs.write_metrics(out / "metrics.csv", run.rows)
+    plots.save_figure(plots.curves_figure(run.rows), out / "curves.png")
+    # last.pt is written last: it is the commit point that --resume continues from, so a kill
+    # before it only repeats this epoch (and rewrites the same metrics and best.pt).
+    for name in ("best.pt", "last.pt") if improved else ("last.pt",):
+        pause = functools.partial(pause_point, f"save:{name}:{row['epoch']}")
+        run_state.save(out / name, best if name == "best.pt" else state, before_replace=pause)
+    run.save_clock.reset()
+
+
+def _summary(epoch: int, epochs: int, row: dict) -> str:
+    """The one line printed after each epoch."""
+    return (f"epoch {epoch}/{epochs}  train_loss {row['train_loss']:.4f}  train_acc {row['train_acc']:.3f}  "
+            f"val_loss {row['val_loss']:.4f}  val_acc {row['val_acc']:.3f}  {row['images_per_s']:.0f} img/s"
+            + (f"  ema_val_acc {row['ema_val_acc']:.3f}" if "ema_val_acc" in row else ""))
+
+
+def train_epochs(run: Run, out: Path) -> None:
+    """Train from run.start_epoch to the last epoch, saving each; TrainingInterrupted on a stop request."""
+    cfg = run.cfg
+    for epoch in range(run.start_epoch, cfg.epochs + 1):
+        row = run_epoch(run, epoch, out)
+        # logged before its checkpoint: a resume from the one before purges and redoes it
+        run.logger.log_epoch(row, run.step_losses, last_step=row["epoch"] * run.steps_per_epoch)
+        save_epoch(run, row, out)
+        distributed.print_main(_summary(epoch, cfg.epochs, row))
+        signum = distributed.first_on_any_rank(run.stop.signum)
+        if signum is not None:
+            raise stopping.TrainingInterrupted(signum, epoch + 1, 0)
+        if cfg.patience and recipe.epochs_without_improvement(run.rows) >= cfg.patience:
+            distributed.print_main(f"early stop: val_acc has not improved for {cfg.patience} epochs "
+                                   f"(best {run.best_acc:.3f})")
+            return

@@ -1,0 +1,88 @@
+"""Everything one training run builds before its first epoch, and the checkpoint it writes and resumes from."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+import tqdm
+
+from .. import loss, model, outputs
+from ..config import TrainConfig
+from ..data import build_loaders
+from . import distributed, recipe, run_state, stopping, tracking, wrapping
+from .hardware import Hardware
+from .loop import StepRecipe
+
+
+class Run:
+    """One training run on one device: data, model, loss, optimizer, schedule and the run's progress.
+
+    `model` is the plain model: checkpoints are saved from it and loaded into it. `wrapped_model`
+    is what the steps run through: the same model inside DataParallel, DDP and/or torch.compile.
+    """
+
+    def __init__(self, cfg: TrainConfig, device: torch.device):
+        self.cfg, self.device = cfg, device
+        self.hw = Hardware.create(device, cfg.precision, cfg.channels_last)
+        # The weights' own preprocessing: a checkpoint's when continuing or starting from one
+        source = run_state.read(cfg.resume or cfg.init_from) if cfg.resume or cfg.init_from else None
+        data = build_loaders(cfg, device, saved=run_state.preprocessing(source) if source else None,
+                             on_unreadable=self.note_unreadable)
+        self.train_loader, self.val_loader, self.class_names = data.train_loader, data.val_loader, data.class_names
+        self.preprocessing, self.unreadable = data.preprocessing, data.unreadable
+        self.image_size = self.preprocessing.image_size
+        self.model = model.build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device,
+                                       image_size=self.image_size).to(memory_format=self.hw.memory_format)
+        if cfg.init_from:  # a fresh head where the classes differ
+            self.fresh = run_state.init_model_from(source, self.model, cfg.init_from)
+        self.loss_fn = loss.WeightedCrossEntropy(loss.balanced_class_weights(data.class_counts),
+                                                 cfg.label_smoothing).to(device)
+        self.optimizer = recipe.make_optimizer(self.model, cfg)
+        self.scheduler = recipe.make_scheduler(self.optimizer, cfg, len(self.train_loader))
+        self.ema = recipe.make_ema(self.model, cfg.ema) if cfg.ema else None
+        self.step_recipe = StepRecipe(cfg.accum_steps, cfg.clip_grad, self.ema,
+                                      recipe.batch_mixer(cfg.mixup, cfg.cutmix, len(self.class_names)))
+        recipe.freeze_backbone(self.model, recipe.backbone_frozen(1, cfg.freeze_backbone, cfg.unfreeze_at))
+        self.wrapped_model = wrapping.wrap_model(self.model, cfg.parallel, device, compile=cfg.compile)
+        self.start_epoch, self.start_step, self.best_acc, self.rows = 1, 0, -1.0, []
+        self.resumed_totals: dict | None = None  # a mid-epoch checkpoint's sums for the epoch it continues
+        self.stop = stopping.StopRequest()  # flagged by SIGINT/SIGTERM once train() installs it
+        self.logger, self.step_losses = tracking.Logger(), None  # open_logger() replaces the no-op logger
+        self.save_clock = stopping.SaveClock(cfg.save_every_minutes)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Optimizer steps in one epoch (batches grouped by --accum-steps): the logger's step axis."""
+        return recipe.optimizer_steps_per_epoch(len(self.train_loader), self.cfg.accum_steps)
+
+    def state(self, epoch: int, step: int = 0, epoch_totals: dict | None = None, weights: str = "model") -> dict:
+        """A checkpoint after `step` optimizer steps of `epoch`, 0: the whole epoch (layout: run_state.py).
+
+        `weights="ema"`: the averaged weights go under `model` (a best.pt where they validated better).
+        """
+        return run_state.training_state(
+            model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.hw.scaler,
+            loss_fn=self.loss_fn, epoch=epoch, best_val_acc=self.best_acc, config=self.cfg.to_dict(),
+            class_names=self.class_names, image_size=self.image_size, metrics=self.rows,
+            preprocessing=self.preprocessing, ema=self.ema, weights=weights, step=step,
+            epoch_totals=epoch_totals, unreadable=self.unreadable.state())
+
+    def note_unreadable(self, split: str, path: str, reason: str) -> None:
+        """Warn the first time an image turns out unreadable (on the rank that read it)."""
+        if self.unreadable.add(split, path):
+            tqdm.tqdm.write(f"warning: skipping unreadable image {path}: {reason}", file=sys.stderr)  # above the bar
+
+    def resume(self, path: str) -> None:
+        """Continue where a checkpoint stopped: after its epoch, or at its step inside the epoch."""
+        state = run_state.read(path, map_location=self.device)
+        run_state.check_classes(state, self.class_names, path)
+        run_state.restore_training(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
+                                   scaler=self.hw.scaler, source=path, ema=self.ema)
+        self.start_epoch, self.start_step = run_state.resume_position(state)
+        # The saved sums are every rank's together: rank 0 alone carries them on.
+        self.resumed_totals = state.get("epoch_totals") if self.start_step and distributed.is_main_process() else None
+        self.best_acc = state["best_val_acc"]
+        self.unreadable.found.update({split: set(paths) for split, paths in state.get("unreadable", {}).items()})
+        self.rows = run_state.metrics_until_epoch(state, outputs.read_metrics(Path(self.cfg.out) / "metrics.csv"))
