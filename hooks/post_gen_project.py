@@ -38,7 +38,7 @@ def main() -> int:
         "  python evaluate.py runs/latest       # accuracy, per-class table, confusion matrix\n"
         "  python predict.py runs/latest IMAGE  # label and probability per image\n"
         "  python -m pytest                     # the device-consistency suite\n"
-        f"  python -m {ANSWERS['package_name']}.devices   # what devices this machine has\n"
+        f"  python -m {ANSWERS['package_name']}.devkit    # what devices this machine has\n"
     )
     return 0
 

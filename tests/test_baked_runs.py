@@ -16,7 +16,7 @@ from helpers import NON_DEFAULT, TEMPLATE, choice_id, describe, python_digest, r
 
 pytestmark = pytest.mark.slow
 
-DEVICE_TEST_FILES = ["tests/test_devices.py", "tests/test_config.py"]
+DEVICE_TEST_FILES = ["tests/devkit/test_devices.py", "tests/test_config.py"]
 
 
 def bake_id(pair) -> str:
@@ -78,7 +78,8 @@ def test_train_help_exits_zero(bake_checks, pair):
 def test_device_tests_pass(bake_checks, pair):
     """The baked device tests (and config tests, when present) pass for each non-default answer."""
     project, proc, result = checked(bake_checks, pair)
-    assert (project / "tests" / "test_devices.py").is_file(), "tests/test_devices.py was not generated"
+    device_tests = project / "tests" / "devkit" / "test_devices.py"
+    assert device_tests.is_file(), "tests/devkit/test_devices.py was not generated"
     assert result["pytest_code"] == 0, describe(proc)
 
 

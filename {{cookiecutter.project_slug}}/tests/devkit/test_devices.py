@@ -35,7 +35,7 @@ from {{ cookiecutter.package_name }}.devkit.__main__ import main
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class Block(DeviceAwareMixin, nn.Module):

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import train_one_thread
-from test_resume import _load, _start, _wait_for, assert_same_run
+from run_helpers import assert_same_run, load_cpu, start_train, wait_for
 
 import train
 from {{ cookiecutter.package_name }}.data import DataError, check, unreadable
 from {{ cookiecutter.package_name }}.data.folders import image_folder
 from {{ cookiecutter.package_name }}.data.sampling import SeededSamples
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 ARGS = ["--device", "cpu", "--batch-size", "8", "--image-size", "32", "--no-pretrained", "--precision", "fp32",
         "--parallel", "none", "--seed", "7"]
 
@@ -106,12 +106,12 @@ def test_training_skips_an_unreadable_image_warns_once_counts_it_and_resumes_exa
 
     out, log = tmp_path / "run", tmp_path / "term.log"
     command = [sys.executable, "train.py", *args, "--out", str(out)]
-    process = _start(bad_data, out, 0, resume=False, pause="step:2:1", log=log, command=command)
-    _wait_for(process, log, "paused at step:2:1")
+    process = start_train(bad_data, out, 0, resume=False, pause="step:2:1", log=log, command=command)
+    wait_for(process, log, "paused at step:2:1")
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=120) == 143
     assert train_one_thread([*args, "--out", str(out), "--resume", "auto"]) == 0
-    assert_same_run(_load(out / "last.pt"), _load(reference / "last.pt"))
+    assert_same_run(load_cpu(out / "last.pt"), load_cpu(reference / "last.pt"))
     assert "warning: skipping" not in capfd.readouterr().err  # known from the checkpoint: not warned again
 
 

@@ -7,14 +7,13 @@ import pytest
 import torch
 
 import train
-from {{ cookiecutter.package_name }}.devkit.checkpoint import load_checkpoint, save_checkpoint
-from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.data.folders import load_splits
+from {{ cookiecutter.package_name }}.data.loaders import build_loader
+from {{ cookiecutter.package_name }}.devkit.checkpoint import load_checkpoint, save_checkpoint
+from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import NonFiniteLossError, train_one_epoch
 from {{ cookiecutter.package_name }}.training.stopping import StopRequest, TrainingInterrupted
-from {{ cookiecutter.package_name }}.model import build_model
-from {{ cookiecutter.package_name }}.devkit.precision import make_policy
-from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 CPU = torch.device("cpu")
 ARGS = ["--device", "cpu", "--batch-size", "8", "--image-size", "32", "--no-pretrained",

@@ -15,11 +15,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.data import TensorDataset
 
 from {{ cookiecutter.package_name }}.data import build_loader
-from {{ cookiecutter.package_name }}.training import wrapping
-from {{ cookiecutter.package_name }}.devkit import precision
-from {{ cookiecutter.package_name }}.devkit import DeviceError, available_devices, module_device, resolve_device, use_device
+from {{ cookiecutter.package_name }}.devkit import DeviceError, available_devices, module_device, precision, resolve_device, use_device
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier, build_model
+from {{ cookiecutter.package_name }}.training import wrapping
 
 pytestmark = pytest.mark.fake_cuda
 

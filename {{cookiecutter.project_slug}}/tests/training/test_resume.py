@@ -1,6 +1,6 @@
 """Exact resume: train.py killed (SIGKILL, SIGTERM, Ctrl-C) at chosen moments ends where an uninterrupted run ends.
 
-The moments are chosen with train.py's test hook (interrupts.PAUSE_ENV_VAR): the process waits at
+The moments are chosen with train.py's test hook (training/pause_points.PAUSE_ENV_VAR): the process waits at
 a named point ("step:2:1" = after epoch 2's first optimizer step, "save:last.pt:2" = epoch 2's
 last.pt fully written to its temp file but not yet renamed into place, "save:last.pt:2:1" = the
 same for the mid-epoch last.pt after epoch 2's first step, ...), says so on stderr, and the test
@@ -15,18 +15,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import nested_tensors
+from run_helpers import EPOCHS, PROJECT, assert_same_run, load_cpu, start_train, train_command, train_env, wait_for
 
 import train
-from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
-
-PROJECT = Path(__file__).resolve().parent.parent
-EPOCHS = 3
 
 EVERY_STEP = ["--save-every-minutes", "1e-6"]  # a mid-epoch last.pt after every step
 
@@ -45,48 +41,12 @@ KILLS_WORKERS_2 = [
 ]
 
 
-def _command(data: Path, out: Path, workers: int, resume: bool | str, extra: tuple[str, ...] = ()) -> list[str]:
-    command = [sys.executable, "train.py", "--data", str(data), "--device", "cpu", "--epochs", str(EPOCHS),
-               "--batch-size", "8", "--image-size", "32", "--workers", str(workers), "--seed", "7",
-               "--no-pretrained", "--precision", "fp32", "--parallel", "none", "--out", str(out), *extra]
-    if resume:
-        command += ["--resume", resume if isinstance(resume, str) else str(out)]
-    return command
-
-
-def _env(pause: str | None = None) -> dict[str, str]:
-    # One thread per process: the test machine has few cores and several processes at once.
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop(PAUSE_ENV_VAR, None)
-    if pause:
-        env[PAUSE_ENV_VAR] = pause
-    return env
-
-
-def _start(data: Path, out: Path, workers: int, *, resume: bool | str, pause: str | None, log: Path,
-           extra: tuple[str, ...] = (), command: list[str] | None = None) -> subprocess.Popen:
-    """Start train.py (or `command`) in the background, its stderr going to `log`."""
-    with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(command or _command(data, out, workers, resume, extra), cwd=PROJECT, env=_env(pause),
-                                stdout=subprocess.DEVNULL, stderr=handle)
-
-
-def _wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = 180) -> None:
-    """Wait until `text` appears in the process's stderr."""
-    deadline = time.monotonic() + timeout
-    while text not in log.read_text(errors="replace"):
-        assert process.poll() is None, (f"train.py exited {process.returncode} before {text!r}:\n"
-                                        f"{log.read_text()[-2000:]}")
-        assert time.monotonic() < deadline, f"no {text!r} within {timeout} s"
-        time.sleep(0.05)
-
-
 def _train(data: Path, out: Path, workers: int = 0, *, resume: bool | str = False, extra: tuple[str, ...] = ()) -> None:
     """Run train.py's main() to completion in this process (saves an interpreter start), on one thread too."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        assert train.main(_command(data, out, workers, resume, extra)[2:]) == 0
+        assert train.main(train_command(data, out, workers, resume, extra)[2:]) == 0
     finally:
         torch.set_num_threads(threads)
 
@@ -95,28 +55,12 @@ def _kill_at(data: Path, out: Path, workers: int, pause: str, *, resume: bool | 
              extra: tuple[str, ...] = ()) -> None:
     """Start train.py, SIGKILL it at `pause`."""
     log = out.parent / f"{out.name}-{pause.replace(':', '_')}.log"
-    process = _start(data, out, workers, resume=resume, pause=pause, log=log, extra=extra)
+    process = start_train(data, out, workers, resume=resume, pause=pause, log=log, extra=extra)
     try:
-        _wait_for(process, log, f"paused at {pause}")
+        wait_for(process, log, f"paused at {pause}")
     finally:
         process.kill()  # SIGKILL: no handler, no cleanup, no flush
         process.wait()
-
-
-def _load(path: Path) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
-def assert_same_run(resumed: dict, reference: dict) -> None:
-    """Every tensor (model, optimizer, RNG states) is bit-for-bit equal, and so is the schedule."""
-    mine, theirs = dict(nested_tensors(resumed)), dict(nested_tensors(reference))
-    assert mine.keys() == theirs.keys()
-    different = [key for key in theirs if not torch.equal(mine[key], theirs[key])]
-    assert not different, f"{len(different)} tensors differ, first: {different[:3]}"
-    assert any(key.startswith("/model/") for key in mine) and any(key.startswith("/optimizer/") for key in mine)
-    for key in ("epoch", "scheduler", "best_val_acc"):
-        assert resumed[key] == reference[key], key
-    assert resumed["rng"]["python"] == reference["rng"]["python"]
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +74,7 @@ def reference_run(tiny_data, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def reference(reference_run) -> dict:
     """last.pt of the uninterrupted run."""
-    state = _load(reference_run / "last.pt")
+    state = load_cpu(reference_run / "last.pt")
     assert state["epoch"] == EPOCHS
     return state
 
@@ -159,7 +103,7 @@ def _kill_chain(data: Path, out: Path, workers: int, kills: list[tuple[str, tupl
     """Run one `--resume auto` command, killing it at each moment in turn, check last.pt after each, then finish."""
     for pause, position in kills:
         _kill_at(data, out, workers, pause, resume="auto", extra=tuple(EVERY_STEP))
-        state = _load(out / "last.pt")
+        state = load_cpu(out / "last.pt")
         assert (state["epoch"], state["step"]) == position, pause
     _train(data, out, workers, resume="auto", extra=tuple(EVERY_STEP))
     assert not list(out.glob(".*.tmp"))  # temp files of killed writes were cleaned up on resume
@@ -169,29 +113,29 @@ def _kill_chain(data: Path, out: Path, workers: int, kills: list[tuple[str, tupl
 def test_sigkill_at_five_moments_then_resume_auto_matches_an_uninterrupted_run(tiny_data, tmp_path, reference):
     """Killed between steps, mid-write of best.pt and of a mid-epoch last.pt, before validation: same final tensors."""
     _kill_chain(tiny_data, tmp_path / "run", 0, KILLS_WORKERS_0)
-    assert_same_run(_load(tmp_path / "run" / "last.pt"), reference)
+    assert_same_run(load_cpu(tmp_path / "run" / "last.pt"), reference)
 
 
 @pytest.mark.slow
 def test_sigkill_with_two_persistent_workers_then_resume_matches_an_uninterrupted_run(tiny_data, tmp_path, reference):
     """With --workers 2 (persistent workers) mid-epoch resume re-derives the rest of the epoch: same final tensors."""
     _kill_chain(tiny_data, tmp_path / "run", 2, KILLS_WORKERS_2)
-    assert_same_run(_load(tmp_path / "run" / "last.pt"), reference)
+    assert_same_run(load_cpu(tmp_path / "run" / "last.pt"), reference)
 
 
 def test_sigterm_saves_the_step_in_progress_exits_143_and_resumes_from_it(tiny_data, tmp_path, reference):
     """SIGTERM mid-epoch 2: exit 143, one line naming the resume, last.pt holds epoch 2 step 1; resuming ends exact."""
     out, log = tmp_path / "run", tmp_path / "term.log"
-    process = _start(tiny_data, out, 0, resume=False, pause="step:2:1", log=log)
-    _wait_for(process, log, "paused at step:2:1")
+    process = start_train(tiny_data, out, 0, resume=False, pause="step:2:1", log=log)
+    wait_for(process, log, "paused at step:2:1")
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=120) == 143
     text = log.read_text()
     assert "stopped by SIGTERM at epoch 2 step 1" in text and "--resume" in text and "Traceback" not in text
-    state = _load(out / "last.pt")
+    state = load_cpu(out / "last.pt")
     assert (state["epoch"], state["step"]) == (2, 1) and state["epoch_totals"]["seen"] == 8
     _train(tiny_data, out, resume=True)
-    resumed = _load(out / "last.pt")
+    resumed = load_cpu(out / "last.pt")
     assert_same_run(resumed, reference)
     # The resumed epoch's row covers the whole epoch, as the uninterrupted run's does.
     assert resumed["metrics"][1]["train_loss"] == pytest.approx(reference["metrics"][1]["train_loss"], rel=1e-6)
@@ -200,14 +144,14 @@ def test_sigterm_saves_the_step_in_progress_exits_143_and_resumes_from_it(tiny_d
 def test_a_second_ctrl_c_aborts_at_once_and_leaves_last_pt_whole(tiny_data, tmp_path):
     """The first SIGINT asks politely; the second, while the first is still pending, exits 130 immediately."""
     out, log = tmp_path / "run", tmp_path / "int.log"
-    process = _start(tiny_data, out, 0, resume=False, pause="validate:1", log=log)
-    _wait_for(process, log, "paused at validate:1")
+    process = start_train(tiny_data, out, 0, resume=False, pause="validate:1", log=log)
+    wait_for(process, log, "paused at validate:1")
     process.send_signal(signal.SIGINT)
-    _wait_for(process, log, "Ctrl-C again")
+    wait_for(process, log, "Ctrl-C again")
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) == 130
     assert "Traceback" not in log.read_text()
-    assert _load(out / "last.pt")["epoch"] == 0
+    assert load_cpu(out / "last.pt")["epoch"] == 0
 
 
 FINETUNE_FLAGS = ("--ema", "0.9", "--accum-steps", "2", "--warmup-epochs", "1", "--mixup", "0.2", "--cutmix", "1.0",
@@ -221,16 +165,16 @@ def test_fine_tuning_controls_resume_exactly_after_a_kill(tiny_data, tmp_path):
     reference_out, out, log = tmp_path / "reference", tmp_path / "run", tmp_path / "kill.log"
     _train(tiny_data, reference_out, extra=FINETUNE_FLAGS)
     with open(log, "wb") as handle:
-        process = subprocess.Popen([*_command(tiny_data, out, 0, False), *FINETUNE_FLAGS], cwd=PROJECT,
-                                   env=_env("step:2:1"), stdout=subprocess.DEVNULL, stderr=handle)
+        process = subprocess.Popen([*train_command(tiny_data, out, 0, False), *FINETUNE_FLAGS], cwd=PROJECT,
+                                   env=train_env("step:2:1"), stdout=subprocess.DEVNULL, stderr=handle)
     try:
-        _wait_for(process, log, "paused at step:2:1")
+        wait_for(process, log, "paused at step:2:1")
     finally:
         process.kill()
         process.wait()
-    assert _load(out / "last.pt")["epoch"] == 1
+    assert load_cpu(out / "last.pt")["epoch"] == 1
     _train(tiny_data, out, resume=True, extra=FINETUNE_FLAGS)  # one thread, as the others: same float sums
-    resumed, reference = _load(out / "last.pt"), _load(reference_out / "last.pt")
+    resumed, reference = load_cpu(out / "last.pt"), load_cpu(reference_out / "last.pt")
     assert reference["ema"]["n_averaged"] == 2 * EPOCHS  # 3 batches of 8, two per step: 2 steps an epoch
     assert_same_run(resumed, reference)
     assert any(key.startswith("/ema/model/") for key, _ in nested_tensors(resumed))

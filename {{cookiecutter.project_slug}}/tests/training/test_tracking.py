@@ -20,7 +20,7 @@ from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 pytest.importorskip("tensorboard", reason="needs the tensorboard extra: pip install -e '.[tensorboard]'")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 STEPS_PER_EPOCH = 3  # the tiny data: 24 training images in batches of 8
 
 

@@ -7,14 +7,14 @@ import torch
 
 import predict
 import train
-from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
-from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.data.folders import load_splits
-from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
+from {{ cookiecutter.package_name }}.data.loaders import build_loader
+from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
+from {{ cookiecutter.package_name }}.devkit.precision import PrecisionError, half_copy, make_policy, resolve_precision
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier, build_model
-from {{ cookiecutter.package_name }}.devkit.precision import PrecisionError, half_copy, make_policy, resolve_precision
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
+from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
 
 CPU = torch.device("cpu")
 META = torch.device("meta")  # autocast has no meta backend: a device where fp16/bf16 cannot run

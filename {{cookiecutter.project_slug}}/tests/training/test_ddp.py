@@ -23,7 +23,7 @@ from {{ cookiecutter.package_name }}.training.distributed import weights_digest
 from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 from {{ cookiecutter.package_name }}.training.run_state import model_from_state
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
 RUN_FILES = ["best.pt", "config.json", "curves.png", "last.pt", "metrics.csv"]
 

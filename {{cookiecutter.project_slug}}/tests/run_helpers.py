@@ -1,0 +1,65 @@
+"""Helpers for the tests that run real train.py processes and kill, signal or resume them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from conftest import nested_tensors
+
+from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
+
+PROJECT = Path(__file__).resolve().parent.parent  # the project root: train.py and the package
+EPOCHS = 3
+
+
+def train_command(data: Path, out: Path, workers: int, resume: bool | str, extra: tuple[str, ...] = ()) -> list[str]:
+    command = [sys.executable, "train.py", "--data", str(data), "--device", "cpu", "--epochs", str(EPOCHS),
+               "--batch-size", "8", "--image-size", "32", "--workers", str(workers), "--seed", "7",
+               "--no-pretrained", "--precision", "fp32", "--parallel", "none", "--out", str(out), *extra]
+    if resume:
+        command += ["--resume", resume if isinstance(resume, str) else str(out)]
+    return command
+
+def train_env(pause: str | None = None) -> dict[str, str]:
+    # One thread per process: the test machine has few cores and several processes at once.
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop(PAUSE_ENV_VAR, None)
+    if pause:
+        env[PAUSE_ENV_VAR] = pause
+    return env
+
+def start_train(data: Path, out: Path, workers: int, *, resume: bool | str, pause: str | None, log: Path,
+                extra: tuple[str, ...] = (), command: list[str] | None = None) -> subprocess.Popen:
+    """Start train.py (or `command`) in the background, its stderr going to `log`."""
+    with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(command or train_command(data, out, workers, resume, extra), cwd=PROJECT,
+                                env=train_env(pause), stdout=subprocess.DEVNULL, stderr=handle)
+
+def wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = 180) -> None:
+    """Wait until `text` appears in the process's stderr."""
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text(errors="replace"):
+        assert process.poll() is None, (f"train.py exited {process.returncode} before {text!r}:\n"
+                                        f"{log.read_text()[-2000:]}")
+        assert time.monotonic() < deadline, f"no {text!r} within {timeout} s"
+        time.sleep(0.05)
+
+def load_cpu(path: Path) -> dict:
+    """A checkpoint file read the strict way: on the CPU, weights_only."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+def assert_same_run(resumed: dict, reference: dict) -> None:
+    """Every tensor (model, optimizer, RNG states) is bit-for-bit equal, and so is the schedule."""
+    mine, theirs = dict(nested_tensors(resumed)), dict(nested_tensors(reference))
+    assert mine.keys() == theirs.keys()
+    different = [key for key in theirs if not torch.equal(mine[key], theirs[key])]
+    assert not different, f"{len(different)} tensors differ, first: {different[:3]}"
+    assert any(key.startswith("/model/") for key in mine) and any(key.startswith("/optimizer/") for key in mine)
+    for key in ("epoch", "scheduler", "best_val_acc"):
+        assert resumed[key] == reference[key], key
+    assert resumed["rng"]["python"] == reference["rng"]["python"]
