@@ -794,6 +794,9 @@ def _exits(statement: ast.stmt) -> bool:
 
 def _host_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     """Whether a tensor (maybe wrapped in more torch calls) feeds only host-side bookkeeping."""
+    holder = parents.get(node)
+    if isinstance(holder, ast.Tuple) and isinstance(parents.get(holder), ast.Subscript):
+        return parents[holder].slice is holder  # x[:, torch.arange(n)]: a CPU index works on any device
     while isinstance(parents.get(node), (ast.Call, ast.Subscript, ast.Attribute, ast.keyword)):
         parent = parents[node]
         if isinstance(parent, ast.Attribute) and parent.attr in _HOST_USES:
