@@ -17,15 +17,30 @@ Silence one line with ``# devicelint: ignore[DEV002]`` (several codes: ``ignore[
 a bare ``# devicelint: ignore`` silences every code on that line). The comment must sit on the
 line the finding names.
 
-Guards are understood: CUDA-only code (``.cuda()``, ``torch.cuda.FloatTensor``) inside
-``if torch.cuda.is_available():``, ``if device.type == "cuda":``, ``if use_cuda:`` (any name
-with cuda/gpu in it), the ``else`` of a CPU check, or after ``if not ...: return`` is not
-reported. A device string chosen by availability (``"cuda" if torch.cuda.is_available() else
-"cpu"``), or used where only NCCL collectives run, cannot crash; it is DEV011, off by default.
+Guards are understood: CUDA-only code (``.cuda()``, ``torch.cuda.FloatTensor``, ``torch.cuda.synchronize()``)
+inside ``if torch.cuda.is_available():``, ``if device.type == "cuda":``, ``if use_cuda:`` (any name
+with cuda/gpu in it), the ``else`` of a CPU check, after ``if not ...: return`` (or ``pytest.skip``), under
+a decorator that skips without CUDA (``@unittest.skipIf(not torch.cuda.is_available(), ...)``,
+``@pytest.mark.skipif``, ``@requires_cuda``, a module's ``pytestmark``), or in a block or function that
+itself starts NCCL is not reported. A flag set to True with no availability check (``--cuda
+default=True``, ``use_gpu=True``) guards nothing. A device string chosen by availability (``"cuda" if
+torch.cuda.is_available() else "cpu"``) cannot crash; it is DEV011, off by default. Strings that place
+nothing are not reported: an autocast/GradScaler device type, a comparison, a key.
 
-Device strings (DEV002) are allowed in the modules whose job is to name devices: files called
-``config.py`` or ``devices.py``; add more with ``--allow-devices-in PATTERN`` (a file name, a
-path suffix such as ``src/setup.py`` or a glob such as ``scripts/*``).
+Device strings (DEV002) and CUDA runtime calls (DEV012) are allowed in the project's own device module:
+a file with a function that checks availability, whatever its name; name more files with
+``--allow-devices-in PATTERN`` (a file name, a path suffix or a glob) or in pyproject.toml::
+
+    [tool.devicelint]
+    allow-devices-in = ["mypkg/config.py"]
+
+What counts as a hazard (the labelling policy behind the rules and their measured precision): a line
+that fails, or silently misplaces tensors, on a machine without the named accelerator (or loads a
+checkpoint saved on another machine's device, or unpickles without ``weights_only``) when that line is
+reached. Not hazards: code that only runs where the accelerator already exists (a guard, a skip
+decorator, an NCCL process group, a TensorRT engine); a file loaded in the process that saved it or
+saved from CPU tensors; CPU tensors that are 0-dim, moved later, indices, or read on the host; calls
+that are safe without CUDA (``empty_cache``, ``memory_allocated``, ``manual_seed``).
 
 Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name,
 DEV008 decides "this is a Dataset" from the base-class name, DEV009 follows names bound to
