@@ -17,15 +17,30 @@ Silence one line with ``# devicelint: ignore[DEV002]`` (several codes: ``ignore[
 a bare ``# devicelint: ignore`` silences every code on that line). The comment must sit on the
 line the finding names.
 
-Guards are understood: CUDA-only code (``.cuda()``, ``torch.cuda.FloatTensor``) inside
-``if torch.cuda.is_available():``, ``if device.type == "cuda":``, ``if use_cuda:`` (any name
-with cuda/gpu in it), the ``else`` of a CPU check, or after ``if not ...: return`` is not
-reported. A device string chosen by availability (``"cuda" if torch.cuda.is_available() else
-"cpu"``), or used where only NCCL collectives run, cannot crash; it is DEV011, off by default.
+Guards are understood: CUDA-only code (``.cuda()``, ``torch.cuda.FloatTensor``, ``torch.cuda.synchronize()``)
+inside ``if torch.cuda.is_available():``, ``if device.type == "cuda":``, ``if use_cuda:`` (any name
+with cuda/gpu in it), the ``else`` of a CPU check, after ``if not ...: return`` (or ``pytest.skip``), under
+a decorator that skips without CUDA (``@unittest.skipIf(not torch.cuda.is_available(), ...)``,
+``@pytest.mark.skipif``, ``@requires_cuda``, a module's ``pytestmark``), or in a block or function that
+itself starts NCCL is not reported. A flag set to True with no availability check (``--cuda
+default=True``, ``use_gpu=True``) guards nothing. A device string chosen by availability (``"cuda" if
+torch.cuda.is_available() else "cpu"``) cannot crash; it is DEV011, off by default. Strings that place
+nothing are not reported: an autocast/GradScaler device type, a comparison, a key.
 
-Device strings (DEV002) are allowed in the modules whose job is to name devices: files called
-``config.py``, ``devices.py`` or a ``devkit/`` folder; add more with ``--allow-devices-in PATTERN`` (a file name, a
-path suffix such as ``src/setup.py`` or a glob such as ``scripts/*``).
+Device strings (DEV002) and CUDA runtime calls (DEV012) are allowed in the project's own device module:
+a file with a function that checks availability, whatever its name; name more files with
+``--allow-devices-in PATTERN`` (a file name, a path suffix or a glob) or in pyproject.toml::
+
+    [tool.devicelint]
+    allow-devices-in = ["mypkg/config.py"]
+
+What counts as a hazard (the labelling policy behind the rules and their measured precision): a line
+that fails, or silently misplaces tensors, on a machine without the named accelerator (or loads a
+checkpoint saved on another machine's device, or unpickles without ``weights_only``) when that line is
+reached. Not hazards: code that only runs where the accelerator already exists (a guard, a skip
+decorator, an NCCL process group, a TensorRT engine); a file loaded in the process that saved it or
+saved from CPU tensors; CPU tensors that are 0-dim, moved later, indices, or read on the host; calls
+that are safe without CUDA (``empty_cache``, ``memory_allocated``, ``manual_seed``).
 
 Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name,
 DEV008 decides "this is a Dataset" from the base-class name, DEV009 follows names bound to
@@ -41,13 +56,14 @@ from __future__ import annotations
 import argparse
 import ast
 import fnmatch
+import functools
 import io
 import os
 import re
 import sys
 import tokenize
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -101,9 +117,17 @@ RULES = {rule.code: rule for rule in (
          "Off by default: it cannot crash, but a run meant for the GPU quietly trains on the CPU. "
          "Resolve the device once and refuse what is absent (resolve_device in devices.py).",
          default=False),
+    Rule("DEV012", "CUDA runtime call outside a CUDA guard",
+         "torch.cuda.synchronize(), set_device(), current_device(), get_device_name()/properties(), "
+         "mem_get_info(), Stream() and friends raise without a CUDA driver. Call them under "
+         "`if torch.cuda.is_available():` or `if device.type == \"cuda\":`, or use the torch.accelerator "
+         "equivalents. (empty_cache(), memory_allocated(), manual_seed() and device_count() are safe "
+         "without CUDA and are not reported.)"),
 )}
 
-DEVICE_MODULES = ("config.py", "devices.py", "devkit")  # a file, or a folder (the generated project's device kit)
+# Files named here (or by --allow-devices-in / [tool.devicelint] allow-devices-in) may name devices; a file
+# that resolves devices itself (a function that checks availability) may too, whatever its name.
+DEVICE_MODULES: tuple[str, ...] = ()
 SKIP_DIRS = {".venv", "venv", ".git", "__pycache__", "build", "dist", ".tox", ".eggs", "node_modules"}
 # "cpu" and "meta" are absent on purpose: they exist everywhere, so naming them is a choice, not a guess.
 _ACCELERATOR = re.compile(r"(cuda|mps|xpu|hpu|xla|npu|ipu|gpu)(:\d+)?\Z")
@@ -114,7 +138,18 @@ _DTYPE = re.compile(r"torch\.(u?int\d*|float\d*|bfloat16|half|double|long|short|
 _TYPED_CUDA = re.compile(r"torch\.cuda\.\w*Tensor\Z")
 _COLLECTIVES = {"all_reduce", "all_gather", "all_gather_object", "broadcast", "reduce_scatter",
                 "all_to_all", "reduce", "gather", "scatter", "barrier"}
-_HOST_USES = {"item", "tolist", "numpy", "cpu", "int", "float", "len", "range", "enumerate", "zip", "list"}
+_HOST_USES = {"item", "tolist", "numpy", "cpu", "int", "float", "len", "range", "enumerate", "zip", "list",
+              "print", "log", "info", "debug", "warning", "log_dict", "add_scalar", "add_scalars", "format", "str"}
+# torch.cuda calls that raise on a machine without a CUDA driver (checked on a CPU-only torch 2.x).
+_CUDA_RUNTIME = {"synchronize", "set_device", "current_device", "get_device_name", "get_device_properties",
+                 "get_device_capability", "mem_get_info", "reset_peak_memory_stats", "reset_max_memory_allocated",
+                 "reset_max_memory_cached", "Stream", "current_stream", "default_stream", "ipc_collect", "init",
+                 "set_per_process_memory_fraction", "get_rng_state", "get_rng_state_all", "utilization",
+                 "memory_summary", "device", "set_stream"}
+# Calls whose device argument names a backend type (autocast, GradScaler) and places nothing.
+_TYPE_ONLY = {"autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
+              "get_autocast_gpu_dtype", "is_available", "device_count"}
+_MOVERS = ("to_device", "todevice", "move_to", "to_cuda", "to_gpu", "send_to", "place")
 # Checkpoint entries under these names are usually objects (Namespace, config) that weights_only refuses.
 _OBJECT_NAMES = {"args", "opt", "opts", "config", "cfg", "hparams", "options", "parser", "namespace"}
 _IGNORE = re.compile(r"#\s*devicelint:\s*ignore(?:\[([^\]]*)\])?", re.IGNORECASE)
@@ -169,34 +204,64 @@ def _string(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-def _guard(test: ast.AST) -> str | None:
-    """_CUDA if the test being true establishes CUDA, _NOT_CUDA if it being false does, else None."""
+_NO_FLAGS: frozenset[str] = frozenset()
+
+
+def _guard(test: ast.AST, unsafe: frozenset[str] = _NO_FLAGS) -> str | None:
+    """_CUDA if the test being true establishes CUDA, _NOT_CUDA if it being false does, else None.
+
+    `unsafe` names flags that are set to True without any availability check (`--cuda default=True`):
+    they say what the user wants, not what the machine has, so they guard nothing."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}.get(_guard(test.operand) or "")
+        return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}.get(_guard(test.operand, unsafe) or "")
     if isinstance(test, ast.BoolOp):  # `a and b` true: both hold; `a or b` false: neither holds
         strong, weak = (_CUDA, _NOT_CUDA) if isinstance(test.op, ast.And) else (_NOT_CUDA, _CUDA)
-        guards = [_guard(v) for v in test.values]
+        guards = [_guard(v, unsafe) for v in test.values]
         return strong if strong in guards else weak if all(g == weak for g in guards) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        return _compare_guard(test.left, test.ops[0], test.comparators[0])
+        return _compare_guard(test.left, test.ops[0], test.comparators[0], unsafe)
     if isinstance(test, ast.Call):
-        name = _dotted(test.func)
-        accelerator = any(a in name for a in ("cuda", "mps", "xpu", "accelerator"))
-        return _CUDA if accelerator and name.endswith((".is_available", ".device_count")) else None
-    return _flag_guard(test)
+        return _CUDA if _availability_call(test) else None
+    return _flag_guard(test, unsafe)
 
 
-def _flag_guard(node: ast.AST) -> str | None:
+def _availability_call(call: ast.Call) -> bool:
+    """`torch.cuda.is_available()`, `torch.cuda.device_count()` and their mps/xpu/accelerator twins."""
+    name = _dotted(call.func)
+    return any(a in name for a in ("cuda", "mps", "xpu", "accelerator")) and \
+        name.endswith((".is_available", ".device_count", ".is_initialized"))
+
+
+_ACCEL_FLAG = ("cuda", "gpu", "nccl", "mps", "xpu", "xla", "tpu")
+
+
+def _flag_guard(node: ast.AST, unsafe: frozenset[str] = _NO_FLAGS) -> str | None:
     """`use_cuda`, `args.gpu`, `x.is_cuda`: flags whose names say CUDA is on (or `no_cuda`: off)."""
     name = _last(node).lower()
-    if not name or isinstance(node, ast.Call):
+    if not name or isinstance(node, ast.Call) or name in unsafe:
         return None
     if "no_cuda" in name or "no_gpu" in name or "cpu" in name:
         return _NOT_CUDA
-    return _CUDA if any(a in name for a in ("cuda", "gpu", "nccl", "mps", "xpu")) else None
+    return _CUDA if any(a in name for a in _ACCEL_FLAG) else None
 
 
-def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST) -> str | None:
+def _decorator_guard(decorator: ast.AST, unsafe: frozenset[str] = _NO_FLAGS) -> bool:
+    """A decorator that runs its function only where CUDA is: `skipIf(not cuda)`, `skipUnless()`, `@requires_cuda`."""
+    markers = decorator.elts if isinstance(decorator, (ast.List, ast.Tuple)) else [decorator]
+    for marker in markers:
+        name = _last(marker).lower()
+        if isinstance(marker, ast.Call) and marker.args and name in ("skipif", "skip_if"):
+            if _guard(marker.args[0], unsafe) == _NOT_CUDA:
+                return True
+        elif isinstance(marker, ast.Call) and marker.args and name in ("skipunless", "skip_unless"):
+            if _guard(marker.args[0], unsafe) == _CUDA:
+                return True
+        elif any(a in name for a in _ACCEL_FLAG) and ("skip" in name or _flag_guard(ast.Name(name)) == _CUDA):
+            return True  # @pytest.mark.cuda, @requires_gpu, @skip_if_no_cuda, @pytest.mark.multi_gpu
+    return False
+
+
+def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, unsafe: frozenset[str] = _NO_FLAGS) -> str | None:
     """`device.type == "cuda"`, `"cuda" in str(d)`, `backend == "nccl"`, `args.gpu is not None`."""
     literal = _string(right) if _string(left) is None else _string(left)
     other = left if _string(left) is None else right
@@ -207,7 +272,7 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST) -> str | None:
         if literal.startswith(("cuda", "nccl")):
             return _CUDA if positive else _NOT_CUDA
         return (_NOT_CUDA if positive else _CUDA) if literal == "cpu" else None
-    base = _guard(other) if isinstance(other, ast.Call) else _flag_guard(other)
+    base = _guard(other, unsafe) if isinstance(other, ast.Call) else _flag_guard(other, unsafe)
     if base is None:
         return None
     negative = isinstance(op, (ast.Is, ast.Eq)) or \
@@ -215,12 +280,12 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST) -> str | None:
     return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}[base] if negative else base
 
 
-def _device_literals(node: ast.AST | None) -> list[tuple[str, bool]]:
+def _device_literals(node: ast.AST | None, unsafe: frozenset[str] = _NO_FLAGS) -> list[tuple[str, bool]]:
     """Accelerator names hard-coded in an expression, each with True where a CUDA test guards it."""
     if isinstance(node, ast.IfExp):
-        guard = _guard(node.test)
-        return [(s, g or guard == _CUDA) for s, g in _device_literals(node.body)] + \
-            [(s, g or guard == _NOT_CUDA) for s, g in _device_literals(node.orelse)]
+        guard = _guard(node.test, unsafe)
+        return [(s, g or guard == _CUDA) for s, g in _device_literals(node.body, unsafe)] + \
+            [(s, g or guard == _NOT_CUDA) for s, g in _device_literals(node.orelse, unsafe)]
     text = _string(node)
     if text is not None:
         return [(text, False)] if _ACCELERATOR.match(text.strip()) else []
@@ -285,6 +350,68 @@ class _FileFacts:
         self.nccl_names = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and _string(n.value) == "nccl"
                            for t in n.targets if isinstance(t, ast.Name)}
         self.forward_like = self._forward_like(tree)
+        self.unsafe_flags = self._unsafe_flags(tree, calls)
+        self.resolves_devices = any(_availability_call(c) and isinstance(self._function_of(c), ast.FunctionDef)
+                                    for c in calls)
+        self.sibling_cpu_saved: Callable[[str], bool] = lambda key: False
+
+    def _unsafe_flags(self, tree: ast.Module, calls: list[ast.Call]) -> frozenset[str]:
+        """Accelerator flags set to True (a default, an assignment, `--cuda default=True`) and never checked.
+
+        A flag guards only when it derives from an availability check somewhere in the file
+        (`use_cuda = args.cuda and torch.cuda.is_available()`); one that is just True states a wish."""
+        wished, checked = set(), set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = {_last(t).lower() for t in targets}
+                if any(isinstance(c, ast.Call) and _availability_call(c) or
+                       isinstance(c, ast.Attribute) and c.attr == "is_cuda" for c in ast.walk(node.value)):
+                    checked |= names
+                elif isinstance(node.value, ast.Constant) and node.value.value is True:
+                    wished |= names
+            elif isinstance(node, ast.keyword) and node.arg and any(
+                    isinstance(c, ast.Call) and _availability_call(c) for c in ast.walk(node.value)):
+                checked.add(node.arg.lower())  # f(use_gpu=torch.cuda.is_available())
+            elif isinstance(node, ast.arguments):
+                params = node.posonlyargs + node.args
+                pairs = list(zip(params[len(params) - len(node.defaults):], node.defaults))
+                pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+                wished |= {a.arg.lower() for a, d in pairs if isinstance(d, ast.Constant) and d.value is True}
+        for call in calls:
+            if _last(call) != "add_argument":
+                continue
+            options = [_string(a) or "" for a in call.args]
+            dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
+                next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("--")), "")
+            default, action = _keyword(call, "default"), _string(getattr(_keyword(call, "action"), "value", None))
+            if (default is not None and getattr(default.value, "value", None) is True) or action == "store_false":
+                wished.add(dest.lower())
+        return frozenset(n for n in wished - checked if any(a in n for a in _ACCEL_FLAG))
+
+    def forces_unsafe(self, load: ast.Call) -> bool:
+        """The function around a `torch.load(f, **kw)` sets weights_only False in what it forwards."""
+        for node in ast.walk(self._function_of(load)):
+            if isinstance(node, ast.Call) and _last(node) in ("setdefault", "update", "dict"):
+                pairs = list(zip(node.args, node.args[1:])) + [(ast.Constant(k.arg), k.value) for k in node.keywords]
+                if any(_string(k) == "weights_only" and _false(ast.keyword("x", v)) for k, v in pairs):
+                    return True
+            elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
+                if _string(node.targets[0].slice) == "weights_only" and _false(ast.keyword("x", node.value)):
+                    return True
+            elif isinstance(node, ast.Dict):
+                pairs = list(zip(node.keys, node.values))
+                if any(_string(k) == "weights_only" and _false(ast.keyword("x", v)) for k, v in pairs):
+                    return True
+        return False
+
+    def saves_in_function(self, load: ast.Call) -> bool:
+        """The loaded path (or buffer) is written earlier in the same function: same process, so the same devices."""
+        key = self._path_key(load.args[0])
+        function = self._function_of(load)
+        return any(_dotted(c.func) == "torch.save" and c.lineno < load.lineno and
+                   any(self._path_key(p) == key for p in self._paths(c))
+                   for c in ast.walk(function) if isinstance(c, ast.Call))
 
     def _paths(self, save: ast.Call) -> list[ast.AST]:
         """Where a torch.save writes: its path, or the path `open()`ed by the `with ... as f` around it."""
@@ -299,7 +426,7 @@ class _FileFacts:
         return [target] if target is not None else []
 
     @staticmethod
-    def _path_key(path: ast.AST) -> str:
+    def _path_key(path: ast.AST | None) -> str:
         """Compare paths by their last string constant (`"feat.pth"`), else by their whole expression."""
         constants = [n.value for n in ast.walk(path) if _string(n) and "." in n.value]
         return constants[-1] if constants else ast.dump(path)
@@ -323,8 +450,12 @@ class _FileFacts:
         return isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda", "type_as")
 
     def starts_nccl(self, body: list[ast.stmt]) -> bool:
-        """A block that calls init_process_group(backend="nccl"): it only runs where CUDA is."""
-        for call in (c for stmt in body for c in ast.walk(stmt) if isinstance(c, ast.Call)):
+        """A block that itself calls init_process_group(backend="nccl"): it only runs where CUDA is.
+
+        Only the block's own simple statements count: an NCCL start in a nested `if`, loop or function
+        (`if __name__ == "__main__": ... if args.distributed: init(...)`) guards that inner block only."""
+        simple = [stmt for stmt in body if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign, ast.Return))]
+        for call in (c for stmt in simple for c in ast.walk(stmt) if isinstance(c, ast.Call)):
             backend = _keyword(call, "backend") or (call.args[0] if call.args else None)
             value = backend.value if isinstance(backend, ast.keyword) else backend
             if _last(call) == "init_process_group" and value is not None and \
@@ -387,15 +518,30 @@ class _Checker(ast.NodeVisitor):
 
     def report_device(self, node: ast.AST, literals: list[tuple[str, bool]]) -> None:
         """DEV002 for a hard-coded accelerator, DEV011 where a CUDA test already guards it."""
-        if not self.allow_device_strings:
+        if not self.allow_device_strings and not self.facts.resolves_devices:
             for literal, guarded in literals:
                 self.report(node, "DEV011" if guarded or self.guarded else "DEV002", repr(literal))
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         """Remember the class so its methods know whether they are a forward or a __getitem__."""
+        guarded = self._decorated_guard(node) or any(
+            isinstance(s, ast.Assign) and _dotted(s.targets[0]) == "pytestmark"
+            and _decorator_guard(s.value, self.facts.unsafe_flags) for s in node.body)
+        self.guarded += guarded
         self.parents.append(node)
         self.generic_visit(node)
         self.parents.pop()
+        self.guarded -= guarded
+
+    def _decorated_guard(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """A decorator that skips the whole function or class unless CUDA is there guards all of it."""
+        return any(_decorator_guard(d, self.facts.unsafe_flags) for d in node.decorator_list)
+
+    def visit_Module(self, node: ast.Module) -> None:
+        """`pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), ...)` guards the whole file."""
+        self.guarded += any(isinstance(s, ast.Assign) and _dotted(s.targets[0]) == "pytestmark"
+                            and _decorator_guard(s.value, self.facts.unsafe_flags) for s in node.body)
+        self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """Check defaults, then the body with forward/__getitem__/guard context and a fresh scope."""
@@ -408,7 +554,8 @@ class _Checker(ast.NodeVisitor):
             self.in_getitem = node.name == "__getitem__" and _is_dataset(owner)
         # Collectives mean a process group; device strings there run under NCCL, which needs CUDA.
         self.guarded += any(_last(c) in _COLLECTIVES and _dotted(c.func).startswith(("dist.", "torch.distributed."))
-                            for c in ast.walk(node) if isinstance(c, ast.Call))
+                            for c in ast.walk(node) if isinstance(c, ast.Call)) \
+            or self._decorated_guard(node) or self.facts.starts_nccl(node.body)
         self.branches = 0
         self.parents.append(node)
         self.wrapped.append(set())
@@ -423,7 +570,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If | ast.IfExp) -> None:
         """Visit each branch knowing whether CUDA is established there; an early exit guards the rest."""
-        guard = _guard(node.test)
+        guard = _guard(node.test, self.facts.unsafe_flags)
         if isinstance(node, ast.If) and self.facts.starts_nccl(node.body):
             guard = _CUDA
         self.visit(node.test)
@@ -447,7 +594,7 @@ class _Checker(ast.NodeVisitor):
     def visit_Assert(self, node: ast.Assert) -> None:
         """`assert torch.cuda.is_available()` guards everything after it."""
         self.generic_visit(node)
-        self.guarded += _guard(node.test) == _CUDA
+        self.guarded += _guard(node.test, self.facts.unsafe_flags) == _CUDA
 
     def generic_branch(self, node: ast.AST) -> None:
         """Loops and try blocks may not run: a rebinding inside them does not forget a wrapper."""
@@ -479,7 +626,7 @@ class _Checker(ast.NodeVisitor):
         pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
         for param, default in pairs:
             if "device" in param.arg:
-                self.report_device(default, _device_literals(default))
+                self.report_device(default, _device_literals(default, self.facts.unsafe_flags))
 
     def visit_Assign(self, node: ast.Assign | ast.AnnAssign) -> None:
         """Track names holding a DP/DDP wrapper or a dict; DEV002 for `device = "cuda"`."""
@@ -487,8 +634,9 @@ class _Checker(ast.NodeVisitor):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
             name = _dotted(target)
-            if "device" in _last(target).lower() and not _last(target).lower().endswith("type"):
-                self.report_device(node.value, _device_literals(node.value))
+            if "device" in _last(target).lower() and not _last(target).lower().endswith("type") \
+                    and not _names_only(target, self.facts.parents):
+                self.report_device(node.value, _device_literals(node.value, self.facts.unsafe_flags))
             if not name or node.value is None:
                 continue
             scope = self.wrapped_attrs if isinstance(target, ast.Attribute) else self.wrapped[-1]
@@ -521,8 +669,14 @@ class _Checker(ast.NodeVisitor):
             self.report(node, "DEV001")
         self._check_device_strings(node, method)
         name = _dotted(func)
+        if name.startswith("torch.cuda.") and name[11:] in _CUDA_RUNTIME and not self.guarded \
+                and not self.facts.resolves_devices and not self.allow_device_strings:
+            self.report(node, "DEV012", f"{name}()")
         if name in ("torch.load", "torch.jit.load"):
             self._check_load(node, name)
+        if _last(node) == "partial" and node.args and _dotted(node.args[0]) == "torch.load" \
+                and _false(_keyword(node, "weights_only")):
+            self.report(node, "DEV004", "weights_only=False in a torch.load wrapper")
         if name == "torch.save" and node.args and _looks_like_module(node.args[0]) \
                 and _dotted(node.args[0]) not in self.dicts[-1]:
             self.report(node, "DEV006", f"{_dotted(node.args[0]) or 'object'} is saved whole")
@@ -550,7 +704,13 @@ class _Checker(ast.NodeVisitor):
             receiver = receiver.func if isinstance(receiver, ast.Call) else receiver.value
 
     def _check_device_strings(self, node: ast.Call, method: str) -> None:
-        """DEV002: accelerator literals in torch.device(), .to(), device= or an argparse --device default."""
+        """DEV002: accelerator literals in torch.device(), .to(), device= or an argparse --device default.
+
+        Strings that place nothing are not hard-coded devices: a backend type for autocast/GradScaler,
+        `torch.device("cuda")` compared with another device or used as a key."""
+        naming = _dotted(node.func) == "torch.device" and _naming_use(node, self.facts.parents)
+        if _last(node) in _TYPE_ONLY or naming:
+            return
         candidates = list(node.args) if method == "to" else []
         candidates += [kw.value for kw in node.keywords if kw.arg == "map_location"]
         if _dotted(node.func) == "torch.device" and node.args:
@@ -562,48 +722,104 @@ class _Checker(ast.NodeVisitor):
         if method == "add_argument" and default is not None and any("device" in (_string(a) or "") for a in node.args):
             candidates.append(default.value)
         for candidate in candidates:
-            self.report_device(candidate, _device_literals(candidate))
+            self.report_device(candidate, _device_literals(candidate, self.facts.unsafe_flags))
 
     def _check_load(self, node: ast.Call, name: str) -> None:
-        """DEV003/DEV004: a load must say where tensors go and refuse arbitrary pickles."""
-        if _keyword(node, None):
-            return  # the caller forwards options we cannot see
-        saved_here = bool(node.args) and self.facts.saved_on_cpu_here(node.args[0])
-        if len(node.args) < 2 and _keyword(node, "map_location") is None and not saved_here:
+        """DEV003/DEV004: a load must say where tensors go and refuse arbitrary pickles.
+
+        `**kwargs` hides what the caller passes, but not what this call or its function forces:
+        a wrapper that passes `weights_only=False` (or sets it in the options it forwards) is reported."""
+        forwarded = _keyword(node, None) is not None
+        same_process = bool(node.args) and (self.facts.saved_on_cpu_here(node.args[0])
+                                            or self.facts.saves_in_function(node)
+                                            or self.facts.sibling_cpu_saved(self.facts._path_key(node.args[0])))
+        if not forwarded and len(node.args) < 2 and _keyword(node, "map_location") is None and not same_process:
             self.report(node, "DEV003", name if name != "torch.load" else "")
         if name != "torch.load" or self.safe_globals:
             return  # torch.jit.load runs no pickle; safe_globals means the allow-list was chosen
         weights_only = _keyword(node, "weights_only")
         objects = self.facts.pickled_objects
         advice = f"; the checkpoint pickles {', '.join(objects)}: save plain values" if objects else ""
-        if weights_only is None:
-            self.report(node, "DEV004", "not given" + advice)
-        elif isinstance(weights_only.value, ast.Constant) and not weights_only.value.value:
+        if _false(weights_only) or (forwarded and weights_only is None and self.facts.forces_unsafe(node)):
             self.report(node, "DEV004", "weights_only=False" + advice)
+        elif weights_only is None and not forwarded:
+            self.report(node, "DEV004", "not given" + advice)
 
     def _check_factory(self, node: ast.Call, name: str) -> None:
-        """DEV007 unless the tensor is moved, given a device, or only used on the host."""
-        if id(node) in self.moved or _keyword(node, "device") or _keyword(node, None):
+        """DEV007 unless the tensor is moved (now or later), given a device, 0-dim, or only used on the host."""
+        if id(node) in self.moved or _keyword(node, "device") or _keyword(node, None) or _scalar(node, name):
             return
         if not _host_only(node, self.facts.parents):
             self.report(node, "DEV007", f"{name}() is created on the CPU")
+
+
+def _false(keyword: ast.keyword | None) -> bool:
+    """`weights_only=False` (a constant false value)."""
+    return keyword is not None and isinstance(keyword.value, ast.Constant) and not keyword.value.value
+
+
+def _scalar(node: ast.Call, name: str) -> bool:
+    """A 0-dim tensor (`torch.tensor(0.5)`, `torch.zeros(())`): CPU scalars mix with tensors on any device."""
+    first = node.args[0] if node.args else None
+    if isinstance(first, ast.UnaryOp):
+        first = first.operand
+    if name in ("torch.tensor", "torch.scalar_tensor"):
+        number = isinstance(first, ast.Constant) and isinstance(first.value, (int, float, bool))
+        return number or _last(first) in ("item", "float", "int") if first is not None else False
+    return name in ("torch.zeros", "torch.ones", "torch.empty", "torch.full") and \
+        isinstance(first, (ast.Tuple, ast.List)) and not first.elts
+
+
+def _naming_use(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """A device value that places nothing: compared, used as a key or index, formatted, printed, given as a type."""
+    parent = parents.get(node)
+    while isinstance(parent, ast.Tuple):
+        node, parent = parent, parents.get(parent)
+    if isinstance(parent, (ast.Compare, ast.FormattedValue)):
+        return True
+    if isinstance(parent, ast.Subscript) and parent.slice is node:
+        return True
+    if isinstance(parent, ast.Dict) and node in parent.keys:
+        return True
+    if isinstance(parent, ast.keyword):
+        return parent.arg == "device_type" or _last(parents.get(parent)) in _TYPE_ONLY
+    return isinstance(parent, ast.Call) and node is not parent.func and _last(parent) in _TYPE_ONLY | {"print", "str"}
+
+
+def _names_only(target: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """`amp_device = "cuda"` in a function whose every later use only names the backend (autocast, a comparison)."""
+    if not isinstance(target, ast.Name):
+        return False
+    function = target
+    while function in parents and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        function = parents[function]
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False  # a module-level constant is read from other files we cannot see
+    uses = [n for n in ast.walk(function)
+            if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)]
+    return bool(uses) and all(_naming_use(use, parents) for use in uses)
 
 
 def _exits(statement: ast.stmt) -> bool:
     """A statement that leaves the block: return, raise, continue, break, sys.exit()/exit()."""
     if isinstance(statement, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
         return True
-    return isinstance(statement, ast.Expr) and _last(statement.value) in ("exit", "quit", "_exit")
+    return isinstance(statement, ast.Expr) and _last(statement.value) in ("exit", "quit", "_exit", "skip", "skipTest")
 
 
 def _host_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     """Whether a tensor (maybe wrapped in more torch calls) feeds only host-side bookkeeping."""
+    holder = parents.get(node)
+    if isinstance(holder, ast.Tuple) and isinstance(parents.get(holder), ast.Subscript):
+        return parents[holder].slice is holder  # x[:, torch.arange(n)]: a CPU index works on any device
     while isinstance(parents.get(node), (ast.Call, ast.Subscript, ast.Attribute, ast.keyword)):
         parent = parents[node]
         if isinstance(parent, ast.Attribute) and parent.attr in _HOST_USES:
             return True
+        if isinstance(parent, ast.Subscript) and parent.slice is node:
+            return True  # a CPU index tensor may index a tensor on any device
         if isinstance(parent, ast.Call) and node is not parent.func and not _dotted(parent.func).startswith("torch."):
-            return _last(parent) in _HOST_USES
+            return _host_call(parent)
         node = parent
     assign = parents.get(node)
     if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
@@ -613,17 +829,38 @@ def _host_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
         function = parents[function]
     uses = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == assign.targets[0].id
             and isinstance(n.ctx, ast.Load)]
-    return bool(uses) and all(_host_use(use, parents) for use in uses)
+    return bool(uses) and (all(_host_use(use, parents) for use in uses) or any(_moved_use(u, parents) for u in uses))
+
+
+def _host_call(call: ast.Call) -> bool:
+    """A call that takes values to the host: len(), print(), a logger, numpy."""
+    return _last(call) in _HOST_USES or _dotted(call.func).startswith(("np.", "numpy.", "math."))
 
 
 def _host_use(name: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
-    """A use that reads values on the host: loop over it, slice with it, .item()/.tolist(), len()."""
+    """A use that reads values on the host: loop over it, index or slice with it, .item()/.tolist(), len(), numpy."""
     parent = parents.get(name)
     if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is name:
         return True
     if isinstance(parent, ast.Slice) or (isinstance(parent, ast.Attribute) and parent.attr in _HOST_USES):
         return True
-    return isinstance(parent, ast.Call) and name is not parent.func and _last(parent) in _HOST_USES
+    if isinstance(parent, ast.Tuple) and isinstance(parents.get(parent), ast.Subscript):
+        parent, name = parents[parent], parent  # x[i, idx]
+    if isinstance(parent, ast.Subscript) and parent.slice is name:
+        return True
+    return isinstance(parent, ast.Call) and name is not parent.func and _host_call(parent)
+
+
+def _moved_use(name: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
+    """A later use that puts the tensor on a device: `t.to(x.device)`, `return t.cuda()`, `to_device(t, d)`."""
+    parent = parents.get(name)
+    if isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda", "type_as"):
+        call = parents.get(parent)
+        dtype_only = bool(call.args) and all(_DTYPE.match(_dotted(a)) for a in call.args) if call else False
+        moves = parent.attr != "to" or bool(call.args or call.keywords)
+        return isinstance(call, ast.Call) and moves and not dtype_only
+    return isinstance(parent, ast.Call) and name is not parent.func and \
+        any(m in _last(parent).lower() for m in _MOVERS) and _last(parent) not in ("to", "cuda")
 
 
 def _ignored(source: str) -> dict[int, set[str] | None]:
@@ -656,7 +893,11 @@ def lint_source(source: str, filename: str = "<string>", select: Iterable[str] |
     """Lint one module's text; DEV000 (syntax error) is reported whatever select/ignore say."""
     try:
         tree = ast.parse(source, filename)
-        checker = _Checker(filename, _matches(filename, allow_devices_in), _FileFacts(tree))
+        facts = _FileFacts(tree)
+        if os.path.isfile(filename):
+            facts.sibling_cpu_saved = lambda key: key in _sibling_cpu_saves(os.path.dirname(os.path.abspath(filename)),
+                                                                            os.path.basename(filename))
+        checker = _Checker(filename, _matches(filename, allow_devices_in) or _allowed_by_pyproject(filename), facts)
         checker.visit(tree)
     except SyntaxError as error:
         if "null bytes" in str(error.msg):
@@ -673,6 +914,53 @@ def lint_source(source: str, filename: str = "<string>", select: Iterable[str] |
         if finding.code in chosen and codes is not None and finding.code not in codes:
             kept.append(finding)
     return sorted(set(kept))
+
+
+@functools.lru_cache(maxsize=64)
+def _sibling_saves(folder: str) -> dict[str, frozenset[str]]:
+    """For each script in a folder that calls torch.save: the paths it saves from CPU (by their file name)."""
+    saves: dict[str, frozenset[str]] = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        file = os.path.join(folder, name)
+        if not name.endswith(".py") or not os.path.isfile(file):
+            continue
+        try:
+            text = read_source(Path(file))
+            saves[name] = frozenset(_FileFacts(ast.parse(text)).cpu_saved) if "torch.save" in text else frozenset()
+        except (LintError, SyntaxError, ValueError, RecursionError):
+            continue
+    return saves
+
+
+def _sibling_cpu_saves(folder: str, me: str) -> set[str]:
+    """Paths a sibling script (same folder, another file) saves from CPU: loading them needs no map_location."""
+    return {key for name, keys in _sibling_saves(folder).items() if name != me for key in keys}
+
+
+@functools.lru_cache(maxsize=64)
+def _pyproject_patterns(folder: str) -> tuple[str, tuple[str, ...]]:
+    """The nearest pyproject.toml at or above a folder: its folder and `[tool.devicelint] allow-devices-in`."""
+    here = Path(folder)
+    for candidate in (here, *here.parents):
+        file = candidate / "pyproject.toml"
+        if file.is_file():
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                return "", ()
+            section = re.search(r"^\[tool\.devicelint\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+            value = re.search(r"^allow-devices-in\s*=\s*\[(.*?)\]", section.group(1), re.M | re.S) if section else None
+            return str(candidate), tuple(re.findall(r"[\"']([^\"']+)[\"']", value.group(1))) if value else ()
+    return "", ()
+
+
+def _allowed_by_pyproject(filename: str) -> bool:
+    """Whether the project's pyproject.toml names this file in `[tool.devicelint] allow-devices-in`."""
+    if not os.path.isfile(filename):
+        return False
+    absolute = os.path.abspath(filename)
+    root, patterns = _pyproject_patterns(os.path.dirname(absolute))
+    return bool(patterns) and _matches(os.path.relpath(absolute, root), patterns)
 
 
 def python_files(path: Path, exclude: Sequence[str] = ()) -> Iterator[Path]:

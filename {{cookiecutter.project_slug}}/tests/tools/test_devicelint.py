@@ -98,6 +98,8 @@ CASES = [
         """),
     ("DEV010", "noise = torch.cuda.FloatTensor(8, 4).normal_()",
      "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor"),
+    ("DEV012", "torch.cuda.synchronize()", "if device.type == 'cuda':\n    torch.cuda.synchronize()"),
+    ("DEV012", "torch.cuda.set_device(rank)", "torch.cuda.empty_cache()"),
     ("DEV011", "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')",
      "device = resolve_device(args.device)"),
 ]
@@ -126,12 +128,24 @@ def test_cuda_call_is_reported_with_position_and_a_short_message() -> None:
     assert finding.format() == "train.py:2:5: DEV001 .cuda() outside a CUDA guard"
 
 
-def test_device_strings_are_allowed_in_the_config_and_devices_modules() -> None:
-    """The one place that names devices may name them; --allow-devices-in adds another."""
+def test_device_strings_are_allowed_in_the_module_that_resolves_devices() -> None:
+    """The file that checks availability may name devices, whatever its name; a file name alone exempts nothing."""
+    resolver = "def resolve(spec):\n    if not torch.cuda.is_available():\n        raise RuntimeError(spec)\n" \
+        "    return torch.device('cuda:1')\n"
+    assert codes(resolver, "pkg/devkit/resolve.py") == codes(resolver, "anything.py") == []
     source = "d = torch.device('cuda:1')\n"
-    assert codes(source, "pkg/devices.py") == codes(source, "config.py") == []
-    assert codes(source, "setup_gpu.py") == ["DEV002"]
+    assert codes(source, "pkg/devices.py") == codes(source, "config.py") == ["DEV002"]
     assert codes(source, "setup_gpu.py", allow_devices_in=("setup_gpu.py",)) == []
+
+
+def test_pyproject_names_the_files_that_may_hold_device_strings(tmp_path: Path) -> None:
+    """`[tool.devicelint] allow-devices-in` in the nearest pyproject.toml is read relative to that file."""
+    (tmp_path / "pyproject.toml").write_text('[tool.devicelint]\nallow-devices-in = ["pkg/config.py"]\n')
+    (tmp_path / "pkg").mkdir()
+    for name in ("config.py", "other.py"):
+        (tmp_path / "pkg" / name).write_text("DEFAULT_DEVICE = 'cuda'\n")
+    found = devicelint.lint_paths([str(tmp_path / "pkg")])
+    assert [(Path(f.path).name, f.code) for f in found] == [("other.py", "DEV002")]
 
 
 def test_ignore_comment_silences_only_the_named_code_on_its_line() -> None:

@@ -276,3 +276,160 @@ def test_dev004_advises_plain_values_when_the_checkpoint_pickles_objects() -> No
 def test_known_miss_device_string_in_a_tuple_of_arguments() -> None:
     """rpc/pipeline builds `args = ("cuda:0",) + args` for a remote module; the literal is not seen."""
     assert codes("args = ('cuda:0',) + args\nshard = rpc.remote('worker1', Shard1, args=args)\n") == ["DEV002"]
+
+
+# Issue 22: patterns seen on repositories outside the tuning set (reduced, not copied).
+QUIET_22 = {
+    "skipif_decorator": """
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+        def test_on_gpu():
+            model.cuda(); d = torch.device("cuda:0")
+        """,
+    "unittest_skipif_class": """
+        @unittest.skipIf(not TEST_CUDA, "no CUDA")
+        class TestCuda(unittest.TestCase):
+            def test_move(self):
+                x = torch.ones(2).cuda()
+        """,
+    "cuda_marker": """
+        @pytest.mark.requires_cuda
+        def test_gpu():
+            torch.cuda.synchronize(); x = torch.ones(2).cuda()
+        """,
+    "module_pytestmark": """
+        pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="two GPUs")
+        def test_ddp():
+            torch.cuda.set_device(1); x = torch.ones(2).to("cuda:1")
+        """,
+    "factory_moved_on_a_later_line": """
+        class M(nn.Module):
+            def forward(self, x):
+                pos = torch.arange(x.shape[1])
+                pos = pos.to(x.device)
+                return x + pos
+        """,
+    "factory_returned_moved": """
+        class M(nn.Module):
+            def forward(self, x):
+                mask = torch.ones(4, 4)
+                return mask.to(x.device)
+        """,
+    "factory_zero_dim_scalar": """
+        class M(nn.Module):
+            def forward(self, x):
+                return x * torch.tensor(0.5) + torch.zeros(())
+        """,
+    "factory_only_logged": """
+        class M(nn.Module):
+            def forward(self, x):
+                count = torch.zeros(3)
+                print(count)
+                return x
+        """,
+    "factory_feeds_numpy": """
+        class M(nn.Module):
+            def forward(self, x):
+                grid = torch.linspace(0, 1, 5)
+                self.cache = np.asarray(grid)
+                return x
+        """,
+    "factory_cpu_index": """
+        class M(nn.Module):
+            def forward(self, x):
+                idx = torch.randperm(x.shape[0])
+                return x[idx] + x[:, torch.arange(2)].sum()
+        """,
+    "autocast_and_scaler_device_type": """
+        def train(model, x):
+            scaler = torch.amp.GradScaler(device="cuda")
+            with torch.autocast(device_type="cuda"):
+                return model(x)
+        """,
+    "device_comparison": "on_gpu = x.device == torch.device('cuda')",
+    "device_as_cache_key": "kernel = CACHE[torch.device('cuda'), dtype]",
+    "device_name_only_compared": """
+        def f(x):
+            gpu = "cuda"
+            return x.device.type == gpu
+        """,
+    "load_after_save_in_same_process": """
+        def test_roundtrip(tmp_path, model):
+            torch.save(model.state_dict(), tmp_path / "m.pt")
+            model.load_state_dict(torch.load(tmp_path / "m.pt", weights_only=True))
+        """,
+    "nccl_start_guards_its_own_function": """
+        def setup(rank):
+            torch.cuda.set_device(rank)
+            dist.init_process_group(backend="nccl")
+        """,
+    "cuda_initialized_guard": "state = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []",
+    "empty_cache_is_safe_without_cuda": "torch.cuda.empty_cache()",
+}
+
+
+@pytest.mark.parametrize("source", QUIET_22.values(), ids=QUIET_22.keys())
+def test_issue22_false_alarms_stay_quiet(source: str) -> None:
+    """Decorator guards, tensors moved later or used on the host, strings that place nothing: no finding."""
+    assert codes(source) == []
+
+
+FOUND_22 = {
+    "load_wrapper_forcing_unsafe": ("""
+        def load(path, **kwargs):
+            return torch.load(path, weights_only=False, **kwargs)
+        """, ["DEV004"]),
+    "load_wrapper_setting_unsafe_option": ("""
+        def load(path, **kwargs):
+            kwargs.setdefault("weights_only", False)
+            return torch.load(path, **kwargs)
+        """, ["DEV004"]),
+    "partial_load_unsafe": ("load = functools.partial(torch.load, weights_only=False)", ["DEV004"]),
+    "argparse_flag_default_true": ("""
+        parser.add_argument("--cuda", type=bool, default=True)
+        args = parser.parse_args()
+        if args.cuda:
+            model.cuda()
+        """, ["DEV001"]),
+    "parameter_flag_default_true": ("""
+        def build(model, use_gpu=True):
+            if use_gpu:
+                model = model.cuda()
+            return model
+        """, ["DEV001"]),
+    "nccl_nested_under_main": ("""
+        if __name__ == "__main__":
+            x = torch.ones(2).cuda()
+            if args.distributed:
+                dist.init_process_group("nccl")
+        """, ["DEV001"]),
+    "unguarded_cuda_runtime_calls": ("""
+        torch.cuda.synchronize()
+        torch.cuda.set_device(0)
+        name = torch.cuda.get_device_name()
+        """, ["DEV012", "DEV012", "DEV012"]),
+    "save_after_load_is_another_run": ("""
+        state = torch.load("ckpt.pth", weights_only=True)
+        torch.save(model.cuda().state_dict(), "ckpt.pth")
+        """, ["DEV003", "DEV001"]),
+}
+
+
+@pytest.mark.parametrize(("source", "expected"), FOUND_22.values(), ids=FOUND_22.keys())
+def test_issue22_misses_are_found(source: str, expected: list[str]) -> None:
+    """Unsafe loads behind wrappers, wished-for flags, a nested NCCL start, CUDA runtime calls: reported."""
+    assert sorted(codes(source)) == sorted(expected)
+
+
+def test_issue22_config_named_file_is_not_exempt_by_name() -> None:
+    """A "cuda" default in config.py is reported: only a file that resolves devices (or is listed) is exempt."""
+    source = 'DEVICE = "cuda"\n'
+    assert [f.code for f in devicelint.lint_source(source, "src/config.py")] == ["DEV002"]
+    assert devicelint.lint_source(source, "src/config.py", allow_devices_in=("src/config.py",)) == []
+
+
+def test_issue22_cpu_file_saved_by_a_sibling_script(tmp_path) -> None:
+    """A file another script in the same folder saves from CPU tensors loads anywhere: no DEV003."""
+    (tmp_path / "make_data.py").write_text("import numpy as np, torch\n"
+                                           "torch.save(torch.from_numpy(np.zeros(3)), 'data.pt')\n")
+    (tmp_path / "train.py").write_text("import torch\ndata = torch.load('data.pt', weights_only=True)\n")
+    assert devicelint.lint_paths([str(tmp_path)]) == []
