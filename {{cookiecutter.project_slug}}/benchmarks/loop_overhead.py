@@ -30,9 +30,9 @@ from {{ cookiecutter.package_name }} import config
 from {{ cookiecutter.package_name }}.cli import run_cli
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.devkit import describe_device
-from {{ cookiecutter.package_name }}.devkit.precision import make_policy
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
 
 Batches = list[tuple[torch.Tensor, torch.Tensor]]
@@ -99,7 +99,6 @@ class Bench:
         torch.set_num_threads(args.threads)
         torch.manual_seed(args.seed)
         self.args, self.device = args, device
-        self.policy = make_policy(args.precision, device)
         self.initial = build_model(args.backbone, args.classes, pretrained=False, device=device)
         self.loss_fn = WeightedCrossEntropy(torch.ones(args.classes)).to(device)
         self.batches = synthetic_batches(args, device)
@@ -122,8 +121,8 @@ class Bench:
     def project(self, progress: bool = False) -> float:
         """images/s of the project's train_one_epoch (with or without its tqdm bar)."""
         return self._timed(lambda model, optimizer: train_one_epoch(
-            model, self.loss_fn, optimizer, self.batches, self.device, policy=self.policy,
-            scaler=self.policy.grad_scaler(), progress=progress))
+            model, self.loss_fn, optimizer, self.batches, Hardware.create(self.device, self.args.precision),
+            progress=progress))
 
 
 def run_interleaved(bench: Bench, repeats: int, warmup: int) -> dict[str, list[float]]:
