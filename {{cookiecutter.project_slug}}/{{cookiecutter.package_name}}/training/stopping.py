@@ -2,8 +2,11 @@
 
 The first SIGINT or SIGTERM only raises a flag. The training loop checks it after each
 optimizer step (and between epochs), so no step, validation pass or checkpoint write is cut in
-half; train.py then exits 130 (SIGINT) or 143 (SIGTERM). A second signal raises
-KeyboardInterrupt at once, for when the user really means it.
+half; train.py then exits 130 (SIGINT) or 143 (SIGTERM). A second SIGINT (Ctrl-C again) raises
+KeyboardInterrupt at once, for when the user really means it. A repeated SIGTERM changes
+nothing: schedulers send it more than once (under SLURM every process of a job step gets one from
+slurmstepd and another from torchrun, milliseconds apart, see docs/preemption.md), and it must not
+cut the save it asked for.
 
 What "save" means on interrupt: train.py writes `last.pt` at that step boundary, recording the
 epoch in progress and the optimizer steps done in it (keys `epoch` and `step`, see
@@ -39,7 +42,7 @@ class TrainingInterrupted(Exception):
 
 
 class StopRequest:
-    """Callable flag: True once SIGINT/SIGTERM arrived; a second signal aborts with KeyboardInterrupt."""
+    """Callable flag: True once SIGINT/SIGTERM arrived; a later SIGINT (never SIGTERM) raises KeyboardInterrupt."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -57,7 +60,9 @@ class StopRequest:
 
     def _handle(self, signum: int, frame) -> None:
         if self.signum is not None:
-            raise KeyboardInterrupt
+            if signum == signal.SIGINT:  # a person pressing Ctrl-C again
+                raise KeyboardInterrupt
+            return  # SIGTERM again: the scheduler's copy of the same request (slurmstepd + torchrun)
         self.signum = signum
         print(f"{signal.Signals(signum).name}: stopping after this step (Ctrl-C again to abort now)",
               file=sys.stderr, flush=True)
