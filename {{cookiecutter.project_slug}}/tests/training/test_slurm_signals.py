@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.interrupts import PAUSE_ENV_VAR, StopRequest, TrainingInterrupted
+from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
+from {{ cookiecutter.package_name }}.training.stopping import StopRequest, TrainingInterrupted
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # torchrun with this interpreter (works in any venv)
 
 
