@@ -335,25 +335,88 @@ def _wraps(value: ast.AST, wrapped: set[str]) -> bool:
     return isinstance(value, ast.Name) and value.id in wrapped
 
 
+def _child_nodes(node: ast.AST) -> list[ast.AST]:
+    """ast.iter_child_nodes as a list, leaving out the shared Load/Store/Del context nodes."""
+    found: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            if not isinstance(value, ast.expr_context):
+                found.append(value)
+        elif isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, ast.AST))
+    return found
+
+
+_VISITORS: dict[tuple[type, type], Callable] = {}  # (checker class, node type) -> method (filled as types are met)
+
+
 class _FileFacts:
     """What one pre-pass over the module learns for rules that need more than the current node."""
 
     def __init__(self, tree: ast.Module) -> None:
-        self.parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        self.tree = tree
+        # One pass, in ast.walk's breadth-first order: every later walk reuses these child lists.
+        self.children: dict[ast.AST, list[ast.AST]] = {}
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self.nodes: list[ast.AST] = [tree]
+        for node in self.nodes:  # grows while iterating: breadth first, like ast.walk
+            kids = _child_nodes(node)
+            self.children[node] = kids
+            for kid in kids:
+                self.parents[kid] = node
+            self.nodes.extend(kids)
+        self._walks: dict[ast.AST, list[ast.AST]] = {}
+        calls = [n for n in self.nodes if isinstance(n, ast.Call)]
+        self.calls = calls
         self.moves_to_device = any(_last(c) == "cuda" or (_last(c) == "to" and (c.args or c.keywords)) for c in calls) \
             or any(_keyword(c, "device") is not None for c in calls)
         saves = [c for c in calls if _dotted(c.func) == "torch.save"]
         self.cpu_saved = {self._path_key(p) for c in saves if self._from_cpu(c) for p in self._paths(c)}
         self.pickled_objects = sorted({name for c in calls if "save" in _last(c).lower() and c.args
                                        for name in self._objects(c.args[0])})
-        self.nccl_names = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and _string(n.value) == "nccl"
+        self.nccl_names = {t.id for n in self.nodes if isinstance(n, ast.Assign) and _string(n.value) == "nccl"
                            for t in n.targets if isinstance(t, ast.Name)}
-        self.forward_like = self._forward_like(tree)
-        self.unsafe_flags = self._unsafe_flags(tree, calls)
-        self.resolves_devices = any(_availability_call(c) and isinstance(self._function_of(c), ast.FunctionDef)
-                                    for c in calls)
         self.sibling_cpu_saved: Callable[[str], bool] = lambda key: False
+
+    def walk(self, node: ast.AST) -> list[ast.AST]:
+        """`ast.walk(node)` as a list (without the shared Load/Store context nodes), cached for scopes."""
+        if node not in self.children:
+            return [n for n in ast.walk(node) if not isinstance(n, ast.expr_context)]  # not from this tree
+        cached = self._walks.get(node)
+        if cached is not None:
+            return cached
+        found = [node]
+        for item in found:
+            found.extend(self.children[item])
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
+            self._walks[node] = found
+        return found
+
+    @functools.cached_property
+    def forward_like(self) -> set[int]:
+        return self._forward_like(self.tree)
+
+    @functools.cached_property
+    def unsafe_flags(self) -> frozenset[str]:
+        return self._unsafe_flags(self.tree, self.calls)
+
+    @functools.cached_property
+    def resolves_devices(self) -> bool:
+        return any(_availability_call(c) and isinstance(self._function_of(c), ast.FunctionDef) for c in self.calls)
+
+    @functools.cached_property
+    def collective_functions(self) -> set[int]:
+        """ids of the functions (at any depth) that contain a torch.distributed collective call."""
+        found: set[int] = set()
+        for call in self.calls:
+            if _last(call) in _COLLECTIVES and _dotted(call.func).startswith(("dist.", "torch.distributed.")):
+                node: ast.AST = call
+                while node in self.parents:
+                    node = self.parents[node]
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        found.add(id(node))
+        return found
 
     def _unsafe_flags(self, tree: ast.Module, calls: list[ast.Call]) -> frozenset[str]:
         """Accelerator flags set to True (a default, an assignment, `--cuda default=True`) and never checked.
@@ -361,17 +424,17 @@ class _FileFacts:
         A flag guards only when it derives from an availability check somewhere in the file
         (`use_cuda = args.cuda and torch.cuda.is_available()`); one that is just True states a wish."""
         wished, checked = set(), set()
-        for node in ast.walk(tree):
+        for node in self.nodes:
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names = {_last(t).lower() for t in targets}
                 if any(isinstance(c, ast.Call) and _availability_call(c) or
-                       isinstance(c, ast.Attribute) and c.attr == "is_cuda" for c in ast.walk(node.value)):
+                       isinstance(c, ast.Attribute) and c.attr == "is_cuda" for c in self.walk(node.value)):
                     checked |= names
                 elif isinstance(node.value, ast.Constant) and node.value.value is True:
                     wished |= names
             elif isinstance(node, ast.keyword) and node.arg and any(
-                    isinstance(c, ast.Call) and _availability_call(c) for c in ast.walk(node.value)):
+                    isinstance(c, ast.Call) and _availability_call(c) for c in self.walk(node.value)):
                 checked.add(node.arg.lower())  # f(use_gpu=torch.cuda.is_available())
             elif isinstance(node, ast.arguments):
                 params = node.posonlyargs + node.args
@@ -391,7 +454,7 @@ class _FileFacts:
 
     def forces_unsafe(self, load: ast.Call) -> bool:
         """The function around a `torch.load(f, **kw)` sets weights_only False in what it forwards."""
-        for node in ast.walk(self._function_of(load)):
+        for node in self.walk(self._function_of(load)):
             if isinstance(node, ast.Call) and _last(node) in ("setdefault", "update", "dict"):
                 pairs = list(zip(node.args, node.args[1:])) + [(ast.Constant(k.arg), k.value) for k in node.keywords]
                 if any(_string(k) == "weights_only" and _false(ast.keyword("x", v)) for k, v in pairs):
@@ -411,7 +474,7 @@ class _FileFacts:
         function = self._function_of(load)
         return any(_dotted(c.func) == "torch.save" and c.lineno < load.lineno and
                    any(self._path_key(p) == key for p in self._paths(c))
-                   for c in ast.walk(function) if isinstance(c, ast.Call))
+                   for c in self.walk(function) if isinstance(c, ast.Call))
 
     def _paths(self, save: ast.Call) -> list[ast.AST]:
         """Where a torch.save writes: its path, or the path `open()`ed by the `with ... as f` around it."""
@@ -425,19 +488,18 @@ class _FileFacts:
                     return [ctx.args[0]]
         return [target] if target is not None else []
 
-    @staticmethod
-    def _path_key(path: ast.AST | None) -> str:
+    def _path_key(self, path: ast.AST | None) -> str:
         """Compare paths by their last string constant (`"feat.pth"`), else by their whole expression."""
-        constants = [n.value for n in ast.walk(path) if _string(n) and "." in n.value]
+        constants = [n.value for n in self.walk(path) if _string(n) and "." in n.value]
         return constants[-1] if constants else ast.dump(path)
 
     def _from_cpu(self, save: ast.Call) -> bool:
         """A save of CPU data: `x.cpu()`, or `m.state_dict()` after `m.cpu()`, or a file that never moves."""
         saved = save.args[0] if save.args else None
-        if not self.moves_to_device or any(_last(n) == "cpu" for n in ast.walk(saved) if isinstance(n, ast.Call)):
+        if not self.moves_to_device or any(_last(n) == "cpu" for n in self.walk(saved) if isinstance(n, ast.Call)):
             return True
         owner = _dotted(saved.func.value) if isinstance(saved, ast.Call) and _last(saved) == "state_dict" else ""
-        calls = (n for n in ast.walk(self._function_of(save)) if isinstance(n, ast.Call) and _last(n) == "cpu")
+        calls = (n for n in self.walk(self._function_of(save)) if isinstance(n, ast.Call) and _last(n) == "cpu")
         return bool(owner) and any(_dotted(c.func.value).startswith(owner) for c in calls if c.lineno < save.lineno)
 
     def saved_on_cpu_here(self, load_path: ast.AST) -> bool:
@@ -455,7 +517,7 @@ class _FileFacts:
         Only the block's own simple statements count: an NCCL start in a nested `if`, loop or function
         (`if __name__ == "__main__": ... if args.distributed: init(...)`) guards that inner block only."""
         simple = [stmt for stmt in body if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign, ast.Return))]
-        for call in (c for stmt in simple for c in ast.walk(stmt) if isinstance(c, ast.Call)):
+        for call in (c for stmt in simple for c in self.walk(stmt) if isinstance(c, ast.Call)):
             backend = _keyword(call, "backend") or (call.args[0] if call.args else None)
             value = backend.value if isinstance(backend, ast.keyword) else backend
             if _last(call) == "init_process_group" and value is not None and \
@@ -480,7 +542,7 @@ class _FileFacts:
         """ids of forward() and of the methods/functions it calls in this file, transitively."""
         functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         found: set[int] = set()
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for cls in (n for n in self.nodes if isinstance(n, ast.ClassDef)):
             methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
             todo = [methods["forward"]] if "forward" in methods else []
             while todo:
@@ -488,7 +550,7 @@ class _FileFacts:
                 if id(func) in found:
                     continue
                 found.add(id(func))
-                for call in (c for c in ast.walk(func) if isinstance(c, ast.Call) and not self.moved_after(c)):
+                for call in (c for c in self.walk(func) if isinstance(c, ast.Call) and not self.moved_after(c)):
                     if _dotted(call.func).startswith("self.") and _dotted(call.func).count(".") == 1:
                         todo += [methods[call.func.attr]] if call.func.attr in methods else []
                     elif isinstance(call.func, ast.Name) and call.func.id in functions:
@@ -511,6 +573,24 @@ class _Checker(ast.NodeVisitor):
         self.dicts: list[set[str]] = [set()]  # per function scope: names bound to a dict
         self.wrapped_attrs: set[str] = set()  # `self.model = DDP(...)` outlives the method
         self.moved: set[int] = set()  # factory calls whose result is moved with .to()/.type_as()
+
+    def visit(self, node: ast.AST) -> None:
+        """Dispatch like ast.NodeVisitor, with the method looked up once per node type."""
+        key = (type(self), type(node))
+        method = _VISITORS.get(key)
+        if method is None:
+            method = _VISITORS[key] = getattr(type(self), "visit_" + type(node).__name__, None) \
+                or type(self).generic_visit
+        method(self, node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        """Visit the children, from the pre-pass's child lists (the same order as ast.NodeVisitor)."""
+        children = self.facts.children.get(node)
+        if children is None:
+            super().generic_visit(node)
+            return
+        for child in children:
+            self.visit(child)
 
     def report(self, node: ast.AST, code: str, detail: str = "") -> None:
         """Record a finding at the node's position (columns are 1-based, like flake8)."""
@@ -553,8 +633,7 @@ class _Checker(ast.NodeVisitor):
         if isinstance(owner, ast.ClassDef):
             self.in_getitem = node.name == "__getitem__" and _is_dataset(owner)
         # Collectives mean a process group; device strings there run under NCCL, which needs CUDA.
-        self.guarded += any(_last(c) in _COLLECTIVES and _dotted(c.func).startswith(("dist.", "torch.distributed."))
-                            for c in ast.walk(node) if isinstance(c, ast.Call)) \
+        self.guarded += id(node) in self.facts.collective_functions \
             or self._decorated_guard(node) or self.facts.starts_nccl(node.body)
         self.branches = 0
         self.parents.append(node)
@@ -635,7 +714,7 @@ class _Checker(ast.NodeVisitor):
         for target in targets:
             name = _dotted(target)
             if "device" in _last(target).lower() and not _last(target).lower().endswith("type") \
-                    and not _names_only(target, self.facts.parents):
+                    and not _names_only(target, self.facts):
                 self.report_device(node.value, _device_literals(node.value, self.facts.unsafe_flags))
             if not name or node.value is None:
                 continue
@@ -749,7 +828,7 @@ class _Checker(ast.NodeVisitor):
         """DEV007 unless the tensor is moved (now or later), given a device, 0-dim, or only used on the host."""
         if id(node) in self.moved or _keyword(node, "device") or _keyword(node, None) or _scalar(node, name):
             return
-        if not _host_only(node, self.facts.parents):
+        if not _host_only(node, self.facts):
             self.report(node, "DEV007", f"{name}() is created on the CPU")
 
 
@@ -786,16 +865,17 @@ def _naming_use(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     return isinstance(parent, ast.Call) and node is not parent.func and _last(parent) in _TYPE_ONLY | {"print", "str"}
 
 
-def _names_only(target: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+def _names_only(target: ast.AST, facts: _FileFacts) -> bool:
     """`amp_device = "cuda"` in a function whose every later use only names the backend (autocast, a comparison)."""
     if not isinstance(target, ast.Name):
         return False
+    parents = facts.parents
     function = target
     while function in parents and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         function = parents[function]
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False  # a module-level constant is read from other files we cannot see
-    uses = [n for n in ast.walk(function)
+    uses = [n for n in facts.walk(function)
             if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)]
     return bool(uses) and all(_naming_use(use, parents) for use in uses)
 
@@ -807,8 +887,9 @@ def _exits(statement: ast.stmt) -> bool:
     return isinstance(statement, ast.Expr) and _last(statement.value) in ("exit", "quit", "_exit", "skip", "skipTest")
 
 
-def _host_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+def _host_only(node: ast.AST, facts: _FileFacts) -> bool:
     """Whether a tensor (maybe wrapped in more torch calls) feeds only host-side bookkeeping."""
+    parents = facts.parents
     holder = parents.get(node)
     if isinstance(holder, ast.Tuple) and isinstance(parents.get(holder), ast.Subscript):
         return parents[holder].slice is holder  # x[:, torch.arange(n)]: a CPU index works on any device
@@ -827,7 +908,7 @@ def _host_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     function = assign
     while function in parents and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         function = parents[function]
-    uses = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == assign.targets[0].id
+    uses = [n for n in facts.walk(function) if isinstance(n, ast.Name) and n.id == assign.targets[0].id
             and isinstance(n.ctx, ast.Load)]
     return bool(uses) and (all(_host_use(use, parents) for use in uses) or any(_moved_use(u, parents) for u in uses))
 
@@ -907,7 +988,7 @@ def lint_source(source: str, filename: str = "<string>", select: Iterable[str] |
         raise LintError("nested too deeply to check") from None
     chosen = set(select) if select else {code for code, rule in RULES.items() if rule.default}
     chosen -= set(ignore)
-    silenced = _ignored(source)
+    silenced = _ignored(source) if checker.findings and _IGNORE.search(source) else {}
     kept = []
     for finding in checker.findings:
         codes = silenced.get(finding.line, set())
