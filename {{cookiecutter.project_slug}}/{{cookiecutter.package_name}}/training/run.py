@@ -76,7 +76,10 @@ class Run:
 
     def resume(self, path: str) -> None:
         """Continue where a checkpoint stopped: after its epoch, or at its step inside the epoch."""
-        state = run_state.read(path, map_location=self.device)
+        # Read onto the CPU: load_state_dict places weights and optimizer moments on the parameters'
+        # device, keeps AdamW's `step` counters on the CPU where torch wants them, and the RNG
+        # states stay host tensors (a CUDA one cannot become a NumPy array).
+        state = run_state.read(path)
         run_state.check_classes(state, self.class_names, path)
         run_state.restore_training(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
                                    scaler=self.hw.scaler, source=path, ema=self.ema)

@@ -42,12 +42,12 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what `rng_state` captured; CUDA states for devices this machine lacks are skipped."""
+    """Restore what `rng_state` captured, from tensors on any device; CUDA states for absent devices are skipped."""
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     numpy = state["numpy"]
     np.random.set_state({"bit_generator": "MT19937",
-                         "state": {"key": numpy["key"].numpy().astype(np.uint32), "pos": numpy["pos"]},
+                         "state": {"key": numpy["key"].cpu().numpy().astype(np.uint32), "pos": numpy["pos"]},
                          "has_gauss": numpy["has_gauss"], "gauss": numpy["gauss"]})
     torch.set_rng_state(state["torch"].cpu())
     if state["cuda"] and torch.cuda.is_available():
