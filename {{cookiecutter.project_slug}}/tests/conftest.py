@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from unittest import mock
 
 import pytest
 import torch
+from torch import nn
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_dataset
@@ -102,15 +104,51 @@ class FakeCuda:
 GIB = 2**30
 
 
+def _h100s(free_gib: list[float]) -> list[FakeGpu]:
+    """One faked H100 per entry, with that many GiB free."""
+    return [FakeGpu(name="NVIDIA H100 80GB HBM3", total_memory=80 * GIB, free=int(free * GIB),
+                    uuid=f"{index:08x}-1111-2222-3333-44445555666{index}", pci_bus_id=0x19 + 0x20 * index)
+            for index, free in enumerate(free_gib)]
+
+
 @pytest.fixture
 def fake_cuda(monkeypatch):
     """A factory: fake_cuda(free_gib=[10, 70]) makes torch.cuda report one H100 per entry, that much free."""
     def install(free_gib: list[float] = (10, 70)) -> FakeCuda:
-        gpus = [FakeGpu(name="NVIDIA H100 80GB HBM3", total_memory=80 * GIB, free=int(free * GIB),
-                        uuid=f"{index:08x}-1111-2222-3333-44445555666{index}", pci_bus_id=0x19 + 0x20 * index)
-                for index, free in enumerate(free_gib)]
-        return FakeCuda(monkeypatch, gpus)
+        return FakeCuda(monkeypatch, _h100s(free_gib))
     return install
+
+
+def hide_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.cuda answering as a machine without GPUs, whatever this machine has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+@pytest.fixture
+def no_gpus(monkeypatch):
+    """This test sees a machine without GPUs (for behaviour that is defined by their absence)."""
+    hide_cuda(monkeypatch)
+
+
+@pytest.fixture(params=[0, 1, 2], ids=["0gpu", "1gpu", "2gpu"])
+def any_gpu_count(request, monkeypatch) -> int:
+    """torch.cuda reporting 0, 1 and 2 GPUs in turn: a CPU test under it must hold on every machine."""
+    if request.param == 0:
+        hide_cuda(monkeypatch)
+    else:
+        FakeCuda(monkeypatch, _h100s([70] * request.param))
+    return request.param
+
+
+def cpu_data_parallel(module: nn.Module) -> nn.DataParallel:
+    """nn.DataParallel around a CPU module as a machine without GPUs builds it, on a machine with any number.
+
+    With GPUs visible, DataParallel moves a CPU module to cuda:0 (one GPU) or refuses to run it (two):
+    tests of what the wrapper does to names and checkpoints want the CPU wrapper everywhere.
+    """
+    with mock.patch("torch.nn.parallel.data_parallel._get_available_device_type", return_value=None):
+        return nn.DataParallel(module)
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 import torch
-from conftest import DEVICES
+from conftest import DEVICES, cpu_data_parallel
 from torch import nn
 
 from {{ cookiecutter.package_name }}.devkit.checkpoint import (
@@ -56,9 +56,9 @@ def test_saved_tensors_are_on_cpu_and_the_live_model_does_not_move(device):
     assert all(p.device == device for p in model.parameters())
 
 
-def test_wrapper_prefixes_never_reach_the_file():
+def test_wrapper_prefixes_never_reach_the_file(any_gpu_count):
     """A DataParallel-wrapped model's keys are saved as the plain model names them."""
-    state = model_state(nn.DataParallel(_net()))
+    state = model_state(cpu_data_parallel(_net()))
     assert state and not any(key.startswith("module.") for key in state)
 
 
@@ -295,36 +295,36 @@ class _Features(nn.Module):
 def _wrapped_features(seed: int) -> _Features:
     torch.manual_seed(seed)
     model = _Features()
-    model.features = nn.DataParallel(model.features)  # a no-op wrapper without CUDA; its keys gain 'module.'
+    model.features = cpu_data_parallel(model.features)  # a no-op wrapper on the CPU; its keys gain 'module.'
     return model
 
 
-def test_a_wrapped_submodule_leaves_no_wrapper_hop_in_the_saved_keys():
+def test_a_wrapped_submodule_leaves_no_wrapper_hop_in_the_saved_keys(any_gpu_count):
     """model.features = DataParallel(model.features): the file says features.0.weight, not features.module.0.weight."""
     model = _wrapped_features(0)
     assert "features.module.0.weight" in model.state_dict()
     assert sorted(model_state(model)) == sorted(_Features().state_dict())
 
 
-def test_a_submodule_really_named_module_keeps_its_name():
+def test_a_submodule_really_named_module_keeps_its_name(any_gpu_count):
     """Only wrappers' hops are removed: the model's structure says which 'module' is a wrapper."""
     model = nn.Sequential()
     model.module = nn.Linear(2, 2)
     assert plain_key(model, "module.weight") == "module.weight"
-    assert sorted(model_state(nn.DataParallel(model))) == ["module.bias", "module.weight"]
+    assert sorted(model_state(cpu_data_parallel(model))) == ["module.bias", "module.weight"]
 
 
 @pytest.mark.parametrize("wrap", ["none", "features", "whole"])
-def test_weights_load_into_a_plain_or_wrapped_model_alike(wrap):
+def test_weights_load_into_a_plain_or_wrapped_model_alike(wrap, any_gpu_count):
     """A checkpoint resumes into the model as the script wraps it: whole, one submodule, or not at all."""
     saved = model_state(_wrapped_features(0))
     target = _wrapped_features(1) if wrap == "features" else _Features()
-    target = nn.DataParallel(target) if wrap == "whole" else target
+    target = cpu_data_parallel(target) if wrap == "whole" else target
     load_model_state(target, saved, "saved")
     assert all(torch.equal(model_state(target)[key], value) for key, value in saved.items())
 
 
-def test_a_raw_state_dict_with_wrapper_hops_loads_into_the_plain_model():
+def test_a_raw_state_dict_with_wrapper_hops_loads_into_the_plain_model(any_gpu_count):
     """Someone's torch.save(model.state_dict()) of a wrapped submodule still fits the plain model."""
     raw = _wrapped_features(0).state_dict()
     plain = _Features()

@@ -3,7 +3,10 @@
 The script below is written the way pytorch/examples' imagenet main.py is: its own argparse, its own
 model, `model.features = DataParallel(model.features)` (or the whole model wrapped), checkpoints as
 `{"state_dict": ..., "optimizer": ..., "step": ...}` with no `model` key. It imports nothing of this
-project but the two copied files, and runs in a folder where this project's package is not importable.
+project but the copied folder, and runs in a folder of its own (whether or not this project is installed:
+the README's `pip install -e '.[test]'` makes the package importable from anywhere).
+Its `--device cpu` run hides the GPUs, as on a machine without any: DataParallel would move the CPU
+model to cuda:0 with one GPU visible and refuse it with two.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ PACKAGE_DIR = Path({{ cookiecutter.package_name }}.__file__).parent
 FOREIGN_SCRIPT = textwrap.dedent('''
     """Someone else's training script: only the devkit/ folder comes from the template."""
     import argparse
-    import importlib.util
+    import sys
+    from pathlib import Path
 
     import torch
     from torch import nn
@@ -33,7 +37,8 @@ FOREIGN_SCRIPT = textwrap.dedent('''
     import devkit
     from devkit import checkpoint
 
-    assert importlib.util.find_spec("{{ cookiecutter.package_name }}") is None, "the template's package must not be importable here"
+    assert Path(devkit.__file__).parent == Path(__file__).resolve().parent / "devkit", "not the copied devkit"
+    assert "{{ cookiecutter.package_name }}" not in sys.modules, "the copied devkit imported the template's package"
 
     parser = argparse.ArgumentParser(description="a tiny imagenet-style trainer")
     parser.add_argument("--device", default="auto")
@@ -102,6 +107,7 @@ def foreign_project(tmp_path):
 def _run(folder: Path, *args: str) -> subprocess.CompletedProcess:
     """python main.py ARGS in `folder`, with nothing on the path but that folder and the venv."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # --device cpu on a machine without GPUs, however many this one has
     result = subprocess.run([sys.executable, "main.py", "--device", "cpu", *args], cwd=folder, env=env,
                             capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, result.stderr

@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.distributed as dist
+from conftest import cpu_data_parallel
 from torch import nn
 
 import train
@@ -45,10 +46,14 @@ def one_process_group(tmp_path, not_under_torchrun):
     dist.destroy_process_group()
 
 
-def test_dataparallel_on_cpu_leaves_outputs_and_state_dict_keys_unchanged_after_unwrap():
-    """DataParallel adds `module.` to every key; unwrap gives back the very model, same outputs and keys."""
+def test_dataparallel_on_cpu_leaves_outputs_and_state_dict_keys_unchanged_after_unwrap(any_gpu_count):
+    """DataParallel adds `module.` to every key; unwrap gives back the very model, same outputs and keys.
+
+    On any number of visible GPUs: the CPU wrapper neither moves the model to cuda:0 nor refuses it.
+    """
     model = _model().eval()
-    wrapped = nn.DataParallel(model)
+    wrapped = cpu_data_parallel(model)
+    assert {parameter.device for parameter in model.parameters()} == {CPU}
     images = torch.randn(2, 3, 32, 32)
     assert all(key.startswith("module.") for key in wrapped.state_dict())
     assert unwrap(wrapped) is model
@@ -57,11 +62,11 @@ def test_dataparallel_on_cpu_leaves_outputs_and_state_dict_keys_unchanged_after_
         torch.testing.assert_close(wrapped(images), model(images))
 
 
-def test_unwrap_strips_ddp_and_compile_in_any_nesting(one_process_group):
+def test_unwrap_strips_ddp_and_compile_in_any_nesting(one_process_group, any_gpu_count):
     """DDP inside compile, compile inside DataParallel: unwrap always reaches the plain model."""
     model = _model()
-    for wrapped in (nn.parallel.DistributedDataParallel(model), torch.compile(nn.DataParallel(model)),
-                    nn.DataParallel(torch.compile(model)), torch.compile(nn.parallel.DistributedDataParallel(model))):
+    for wrapped in (nn.parallel.DistributedDataParallel(model), torch.compile(cpu_data_parallel(model)),
+                    cpu_data_parallel(torch.compile(model)), torch.compile(nn.parallel.DistributedDataParallel(model))):
         assert unwrap(wrapped) is model
         assert any(key.startswith(("module.", "_orig_mod.")) for key in wrapped.state_dict())
         assert list(strip_wrapper_prefixes(wrapped.state_dict())) == list(model.state_dict())
@@ -69,14 +74,15 @@ def test_unwrap_strips_ddp_and_compile_in_any_nesting(one_process_group):
 
 WRAPPERS = {
     "plain": lambda m: m,
-    "dp": nn.DataParallel,
+    "dp": cpu_data_parallel,
     "ddp": nn.parallel.DistributedDataParallel,
     "compile": torch.compile,
 }
 
 
 @pytest.mark.parametrize("source", WRAPPERS)
-def test_a_checkpoint_from_any_wrapper_loads_into_any_other_and_into_a_plain_model(source, one_process_group):
+def test_a_checkpoint_from_any_wrapper_loads_into_any_other_and_into_a_plain_model(source, one_process_group,
+                                                                                   any_gpu_count):
     """Saved through unwrap, the weights of a wrapped model load into every wrapper and give equal outputs."""
     trained = WRAPPERS[source](_model(seed=1))
     state = model_state(unwrap(trained))
@@ -90,8 +96,8 @@ def test_a_checkpoint_from_any_wrapper_loads_into_any_other_and_into_a_plain_mod
         torch.testing.assert_close(unwrap(fresh).eval()(images), expected)
 
 
-@pytest.mark.skipif(CUDA_COUNT >= 2, reason="this machine can run dp")
-def test_asking_for_dp_without_two_gpus_is_exit_2_with_one_line(tiny_data, tmp_path, capsys, not_under_torchrun):
+def test_asking_for_dp_without_two_gpus_is_exit_2_with_one_line(tiny_data, tmp_path, capsys, not_under_torchrun,
+                                                                 no_gpus):
     """An explicit --parallel dp with fewer than two CUDA devices stops before anything is written."""
     out = tmp_path / "run"
     code = train.main(["--data", str(tiny_data), "--device", "cpu", "--parallel", "dp", "--out", str(out)])
@@ -101,10 +107,9 @@ def test_asking_for_dp_without_two_gpus_is_exit_2_with_one_line(tiny_data, tmp_p
 
 
 @pytest.mark.parametrize("mode", ["dp", "ddp"])
-def test_a_template_default_that_cannot_apply_falls_back_to_one_device_with_a_note(mode, capsys, not_under_torchrun):
+def test_a_template_default_that_cannot_apply_falls_back_to_one_device_with_a_note(mode, capsys, not_under_torchrun,
+                                                                                  no_gpus):
     """A project generated with dp/ddp still trains on a laptop: the default becomes none, said once."""
-    if mode == "dp" and CUDA_COUNT >= 2:
-        pytest.skip("dp can run here")
     chosen, note = resolve_parallel(None, mode, CPU)
     assert chosen == "none"
     assert note.startswith("parallel: ") and "running on one device" in note and "\n" not in note
@@ -112,10 +117,8 @@ def test_a_template_default_that_cannot_apply_falls_back_to_one_device_with_a_no
 
 
 @pytest.mark.parametrize("mode", ["dp", "ddp"])
-def test_an_explicit_mode_that_cannot_run_is_refused_not_downgraded(mode, not_under_torchrun):
+def test_an_explicit_mode_that_cannot_run_is_refused_not_downgraded(mode, not_under_torchrun, no_gpus):
     """--parallel dp/ddp outside their conditions raise ParallelError naming the reason."""
-    if mode == "dp" and CUDA_COUNT >= 2:
-        pytest.skip("dp can run here")
     with pytest.raises(ParallelError, match="torchrun" if mode == "ddp" else "2\\+ CUDA"):
         resolve_parallel(mode, "none", CPU)
 
