@@ -27,8 +27,14 @@ TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT
 
 
 @pytest.fixture
-def fake_tensors():
-    """Tensors created inside are fake: any device, no memory; real CPU tensors may be mixed in."""
+def fake_tensors(monkeypatch):
+    """Tensors created inside are fake: any device, no memory; real CPU tensors may be mixed in.
+
+    Where CUDA is available (real or faked), FakeTensorMode makes some constants real on their device
+    (BatchNorm's num_batches_tracked, torch.tensor(targets)): on a one-GPU machine that is the absent
+    cuda:1. Told to avoid device init, it keeps them fake on any machine.
+    """
+    monkeypatch.setattr(FakeTensorMode, "avoid_device_init", property(lambda self: True))
     with FakeTensorMode(allow_non_fake_inputs=True) as mode:
         yield mode
 
@@ -111,7 +117,7 @@ def test_use_device_makes_cuda_1_current_inside_the_block_only(fake_cuda):
 
 # --- The model, head and loss built on cuda:1 ----------------------------------------------------------
 
-def test_model_built_on_cuda_1_has_every_parameter_and_buffer_there(fake_tensors, monkeypatch):
+def test_model_built_on_cuda_1_has_every_parameter_and_buffer_there(any_gpu_count, fake_tensors, monkeypatch):
     """build_model(device=cuda:1) allocates every tensor, the head included, on cuda:1."""
     # Fake tensors hold no values, so initialising them means nothing; trunc_normal_ (ConvNeXt) even
     # asks one for a value, which a fake tensor cannot give.
@@ -121,7 +127,7 @@ def test_model_built_on_cuda_1_has_every_parameter_and_buffer_there(fake_tensors
     assert model.device == CUDA1
 
 
-def test_head_is_created_beside_a_backbone_on_cuda_1(fake_tensors):
+def test_head_is_created_beside_a_backbone_on_cuda_1(any_gpu_count, fake_tensors):
     """Classifier makes its head on the backbone's device, even when built outside any device context."""
     with CUDA1:
         backbone = _small_backbone()
@@ -130,7 +136,7 @@ def test_head_is_created_beside_a_backbone_on_cuda_1(fake_tensors):
     assert module_device(model) == CUDA1
 
 
-def test_forward_on_cuda_1_gives_logits_and_a_loss_there(fake_tensors):
+def test_forward_on_cuda_1_gives_logits_and_a_loss_there(any_gpu_count, fake_tensors):
     """A batch on cuda:1 goes through the model and the class-weighted loss without leaving cuda:1."""
     with CUDA1:
         model = Classifier(_small_backbone(), 8, 4)
@@ -145,10 +151,10 @@ def test_forward_on_cuda_1_gives_logits_and_a_loss_there(fake_tensors):
 
 def test_fp16_forward_on_cuda_1_computes_logits_in_half_and_the_loss_in_float(fake_cuda, fake_tensors):
     """Under the fp16 policy's autocast, the head's matmul runs in float16; the loss is upcast to float32."""
+    fake_cuda(free_gib=[10, 70])
     with CUDA1:
         model = Classifier(_small_backbone(), 8, 4)
     loss_fn = WeightedCrossEntropy(torch.ones(4)).to(CUDA1)
-    fake_cuda(free_gib=[10, 70])  # after building: FakeTensorMode would try to copy constants to a real GPU
     policy = precision.make_policy("fp16", CUDA1)
     with policy.autocast():
         logits = model(torch.randn(2, 3, 16, 16, device=CUDA1))
