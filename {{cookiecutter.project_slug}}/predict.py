@@ -26,6 +26,7 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 from {{ cookiecutter.package_name }} import cli, config, model_files
 from {{ cookiecutter.package_name }}.data.folders import DataError, load_rgb
 from {{ cookiecutter.package_name }}.data.transforms import build_transforms
+from {{ cookiecutter.package_name }}.devkit.backends import pins_memory
 from {{ cookiecutter.package_name }}.devkit.precision import half_copy
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import run_state
@@ -109,7 +110,9 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> model_file
     if model_files.format_of(args.checkpoint) is not None:
         if args.half:
             raise ConfigError("--half makes a float16 copy of a checkpoint's model; an exported model runs as exported")
-        return model_files.load(args.checkpoint, device)
+        # auto may pick a GPU that the installed onnxruntime cannot use: then the CPU runs it, with a note
+        explicit = not config.device_spec(args.device).strip().lower().startswith("auto")
+        return model_files.load(args.checkpoint, device, explicit=explicit)
     state = run_state.read(args.checkpoint)
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
@@ -142,13 +145,15 @@ def predict(args: argparse.Namespace) -> int:
         raise ConfigError("--topk and --batch-size must be at least 1, --workers at least 0")
     device = config.configure_device(args.device)
     predictor = load_predictor(args, device)
+    if predictor.note:
+        warn(predictor.note)
     class_names = predictor.metadata.class_names
     paths = expand_inputs(args.inputs, warn)
     if not paths:
         raise DataError(f"no images found in {' '.join(args.inputs)}")
     dataset = ImagePaths(paths, build_transforms(predictor.metadata.preprocessing(), train=False))
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
-                        collate_fn=collate_readable, pin_memory=device.type == "cuda")
+                        collate_fn=collate_readable, pin_memory=pins_memory(predictor.device))
     k = min(args.topk, len(class_names))
     width, label_width = max(len(str(p)) for p in paths), max(len("label"), *map(len, class_names))
     if not args.json:

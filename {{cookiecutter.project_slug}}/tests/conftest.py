@@ -85,6 +85,10 @@ class FakeCuda:
         }
         for name, fake in fakes.items():
             monkeypatch.setattr(torch.cuda, name, fake)
+        if hasattr(torch, "accelerator"):  # torch 2.6+: the project asks it which accelerator and how many
+            monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+            monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *args, **kwargs: torch.device("cuda"))
+            monkeypatch.setattr(torch.accelerator, "device_count", lambda: len(self.gpus))
 
     def _index(self, device: int | str | torch.device | None) -> int:
         """The GPU a torch.cuda call means: an index, 'cuda:N', a torch.device, or None (the current one)."""
@@ -120,9 +124,12 @@ def fake_cuda(monkeypatch):
 
 
 def hide_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    """torch.cuda answering as a machine without GPUs, whatever this machine has."""
+    """torch.cuda (and torch.accelerator) answering as a machine without GPUs, whatever this machine has."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    if hasattr(torch, "accelerator"):
+        monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+        monkeypatch.setattr(torch.accelerator, "device_count", lambda: 0)
 
 
 @pytest.fixture

@@ -112,6 +112,8 @@ class Predictor:
     """Logits for a batch of normalised CPU images, whatever runs the model."""
 
     metadata: Metadata
+    device = torch.device("cpu")  # where the model reads its inputs from (pinned batches help only a GPU)
+    note: str | None = None  # what the user should hear about where it runs (predict.py prints it)
 
     def predict_logits(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) float images, on the CPU -> (B, C) float32 logits, on the CPU."""
@@ -135,9 +137,10 @@ class TorchPredictor(Predictor):
 class OnnxPredictor(Predictor):
     """An ONNX model in an onnxruntime session (CPU, or CUDA where onnxruntime has its CUDA provider)."""
 
-    def __init__(self, model_bytes: bytes, device: torch.device, source: str):
+    def __init__(self, model_bytes: bytes, device: torch.device, source: str, *, explicit: bool = True):
         ort = _require("onnxruntime", "an .onnx model")
-        self.session = ort.InferenceSession(model_bytes, providers=_providers(ort, device))
+        providers, self.note = _providers(ort, device, explicit)
+        self.session = ort.InferenceSession(model_bytes, providers=providers)
         meta = self.session.get_modelmeta().custom_metadata_map
         self.metadata = Metadata.from_strings(meta, source)
         self.input_name = self.session.get_inputs()[0].name
@@ -147,21 +150,31 @@ class OnnxPredictor(Predictor):
         return torch.from_numpy(logits)  # (B, C)
 
 
-def _providers(ort, device: torch.device) -> list:
-    """onnxruntime's execution providers for `device`; a device it cannot run on is refused."""
+def _providers(ort, device: torch.device, explicit: bool = True) -> tuple[list, str | None]:
+    """onnxruntime's execution providers for `device`, and a note when a default device fell back to the CPU.
+
+    An explicit device the installed onnxruntime cannot run on is refused (ConfigError); a default
+    one (auto picked a GPU, but the `export` extra installs the CPU-only onnxruntime) runs on the CPU.
+    """
+    available = ort.get_available_providers()
     if device.type == "cpu":
-        return ["CPUExecutionProvider"]
-    if device.type == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
-        return [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
-    providers = ", ".join(ort.get_available_providers())
-    raise ConfigError(f"onnxruntime here cannot run on {device} (providers: {providers}); "
-                      "use --device cpu, or install onnxruntime-gpu for cuda")
+        return ["CPUExecutionProvider"], None
+    if device.type == "cuda" and "CUDAExecutionProvider" in available:
+        return [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"], None
+    reason = f"onnxruntime here cannot run on {device} (providers: {', '.join(available)})"
+    if explicit:
+        raise ConfigError(f"{reason}; use --device cpu, or install onnxruntime-gpu for cuda")
+    return ["CPUExecutionProvider"], f"note: {reason}; running the .onnx model on the cpu"
 
 
-def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: str) -> Predictor:
-    """A Predictor for an exported model held in memory (export.py checks a file before writing it)."""
+def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: str, *,
+                         explicit: bool = True) -> Predictor:
+    """A Predictor for an exported model held in memory (export.py checks a file before writing it).
+
+    `explicit=False`: `device` was a default, which an .onnx model may leave for the CPU (with a note).
+    """
     if fmt == "onnx":
-        return OnnxPredictor(data, device, source)
+        return OnnxPredictor(data, device, source, explicit=explicit)
     if not zipfile.is_zipfile(io.BytesIO(data)):  # checked first: torch.export.load logs a traceback on junk
         raise ExportError(f"{source} is not a readable .pt2 file (not a zip archive)")
     extra = {METADATA_FILE: ""}
@@ -174,11 +187,11 @@ def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: st
     return TorchPredictor(program.module().to(device), metadata, device)
 
 
-def load(path: str | os.PathLike, device: torch.device) -> Predictor:
-    """A Predictor for an .onnx or a .pt2 file, on `device`."""
+def load(path: str | os.PathLike, device: torch.device, *, explicit: bool = True) -> Predictor:
+    """A Predictor for an .onnx or a .pt2 file, on `device` (`explicit=False`: a default, see predictor_from_bytes)."""
     fmt = format_of(path)
     if fmt is None:
         raise ExportError(f"{path} is not an exported model (.onnx or .pt2)")
     if not Path(path).is_file():
         raise ExportError(f"{path} does not exist")
-    return predictor_from_bytes(Path(path).read_bytes(), fmt, device, str(path))
+    return predictor_from_bytes(Path(path).read_bytes(), fmt, device, str(path), explicit=explicit)

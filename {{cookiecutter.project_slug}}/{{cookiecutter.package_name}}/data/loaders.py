@@ -1,4 +1,4 @@
-"""DataLoaders that pin host memory exactly when the device is CUDA.
+"""DataLoaders that pin host memory exactly when the device is a GPU (CUDA or XPU).
 
 Pinned pages are what make `tensor.to(device, non_blocking=True)` asynchronous, and pinning is
 wasted work elsewhere.
@@ -11,6 +11,7 @@ import signal
 import torch
 from torch.utils.data import DataLoader
 
+from ..devkit.backends import pins_memory
 from .sampling import EpochSampler, SeededSamples
 
 
@@ -21,7 +22,7 @@ def ignore_sigint_in_worker(worker_id: int) -> None:
 
 def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
                  workers: int = 0, seed: int = 0, sampler=None) -> DataLoader:
-    """A DataLoader that pins memory iff the device is CUDA and keeps workers alive across epochs.
+    """A DataLoader that pins memory iff the device is a GPU and keeps workers alive across epochs.
 
     For training, shuffle order and augmentation are functions of (seed, epoch, index), so a
     resumed run redraws exactly what an uninterrupted one drew (see sampling.py); call
@@ -38,7 +39,7 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
         shuffle=False,  # the training order comes from EpochSampler
         sampler=sampler,
         num_workers=workers,
-        pin_memory=device.type == "cuda",
+        pin_memory=pins_memory(device),
         persistent_workers=workers > 0,
         drop_last=False,
         generator=generator,

@@ -22,15 +22,38 @@ def backend_module(kind: str) -> Any:
     """torch.cuda or torch.xpu: the backends with a 'current device'; None for the others."""
     return {"cuda": torch.cuda, "xpu": getattr(torch, "xpu", None)}.get(kind)
 
-def backend_count(kind: str) -> int:
-    """How many devices of one kind this machine has (0 when the backend is absent)."""
+def _accelerator_api() -> Any:
+    """torch.accelerator (torch 2.6+), which knows this build's accelerator; None on older torch."""
+    api = getattr(torch, "accelerator", None)
+    return api if api is not None and hasattr(api, "current_accelerator") else None
+
+def _probed_count(kind: str) -> int:
+    """How many devices of one accelerator kind, asking its own backend (torch before 2.6)."""
     if kind == "mps":
         mps = getattr(torch.backends, "mps", None)
         return 1 if mps is not None and mps.is_available() else 0
     backend = backend_module(kind)
-    if backend is not None:
-        return backend.device_count() if backend.is_available() else 0
-    return 1  # cpu and meta always exist
+    return backend.device_count() if backend is not None and backend.is_available() else 0
+
+def accelerator_kind() -> str | None:
+    """This machine's accelerator ('cuda', 'mps', 'xpu'), None without one: torch.accelerator's answer where
+    torch has it, else the first backend that finds a device."""
+    api = _accelerator_api()
+    if api is not None:
+        kind = api.current_accelerator().type if api.is_available() else None
+        return kind if kind in INDEXED else None
+    return next((kind for kind in ("cuda", "mps", "xpu") if _probed_count(kind)), None)
+
+def backend_count(kind: str) -> int:
+    """How many devices of one kind this machine has (0 when the backend is absent)."""
+    if kind not in INDEXED:
+        return 1  # cpu and meta always exist
+    api = _accelerator_api()
+    if api is None:
+        return _probed_count(kind)
+    if accelerator_kind() != kind:
+        return 0
+    return 1 if kind == "mps" else api.device_count()
 
 def available_devices() -> list[str]:
     """The devices this machine can run on, accelerators first, e.g. ['cuda:0', 'cuda:1', 'cpu']."""
@@ -39,6 +62,14 @@ def available_devices() -> list[str]:
         count = backend_count(kind)
         found += ["mps"] if kind == "mps" and count else [f"{kind}:{i}" for i in range(count)]
     return found + ["cpu"]
+
+def pins_memory(device: torch.device) -> bool:
+    """Whether batches for `device` should come from pinned host memory: for a CUDA or XPU device.
+
+    DataLoader(pin_memory=True) pins for the current accelerator (no pin_memory_device needed);
+    pinning is wasted work (and a warning) for the CPU, meta and MPS, which shares host memory.
+    """
+    return device.type in ("cuda", "xpu")
 
 def show(spec: object) -> str:
     """The spec as it goes into a one-line error message."""

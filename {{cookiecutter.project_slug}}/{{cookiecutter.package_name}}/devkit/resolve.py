@@ -14,7 +14,8 @@ import re
 
 import torch
 
-from .backends import INDEXED, KINDS, DeviceError, available_devices, backend_count, backend_module, format_bytes, show
+from .backends import (INDEXED, KINDS, DeviceError, accelerator_kind, available_devices, backend_count, backend_module,
+                       format_bytes, show)
 from .gpus import free_memory, gpu_info, uuid_of
 
 # Indices without leading zeros: torch itself rejects 'cuda:01', so we must not accept it either.
@@ -47,7 +48,7 @@ def _parse(spec: object) -> torch.device:
     if index < 0:
         raise DeviceError(f"device index {show(spec)} is negative")
     # Like torch, an int means an index of the machine's accelerator.
-    return torch.device("xpu" if backend_count("xpu") and not backend_count("cuda") else "cuda", index)
+    return torch.device("xpu" if accelerator_kind() == "xpu" else "cuda", index)
 
 def _check_present(device: torch.device, spec: object) -> torch.device:
     """`device` as tensors there report it (accelerators indexed), or DeviceError if absent."""
