@@ -614,3 +614,44 @@ def test_auto_free_opens_a_context_only_on_the_gpu_it_picks():
     assert result.returncode == 0, result.stderr
     index, contexts = result.stdout.split(" ", 1)
     assert [i for i, has in enumerate(eval(contexts)) if has] == [int(index)]
+
+
+# --- torch.accelerator (torch 2.6+) decides; older torch is probed backend by backend -------------------
+
+@pytest.fixture
+def fake_xpu_machine(monkeypatch):
+    """torch.accelerator reporting two Intel XPUs (torch.xpu's own probes still say none)."""
+    if not hasattr(torch, "accelerator") or not hasattr(torch, "xpu"):
+        pytest.skip("needs torch.accelerator and torch.xpu (torch 2.6+)")
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *args, **kwargs: torch.device("xpu"))
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: 2)
+    current = []
+    monkeypatch.setattr(torch.xpu, "set_device", current.append)
+    monkeypatch.setattr(torch.xpu, "current_device", lambda: 0)
+    return current
+
+
+def test_the_accelerator_torch_reports_is_the_one_resolved(fake_xpu_machine):
+    """torch.accelerator says two XPUs: they are listed, auto takes xpu:0, an int means an XPU index."""
+    assert available_devices() == ["xpu:0", "xpu:1", "cpu"]
+    assert resolve_device("auto") == torch.device("xpu", 0)
+    assert resolve_device(1) == torch.device("xpu", 1)
+    assert fake_xpu_machine == [0, 1]  # each made current, as for CUDA
+
+
+@pytest.mark.fake_cuda
+def test_without_torch_accelerator_each_backend_is_probed(fake_cuda, monkeypatch):
+    """On torch before 2.6 (no torch.accelerator), torch.cuda's own answers decide, as they always did."""
+    fake_cuda(free_gib=[10, 70])
+    monkeypatch.delattr(torch, "accelerator", raising=False)
+    assert available_devices() == ["cuda:0", "cuda:1", "cpu"]
+    assert resolve_device("auto") == torch.device("cuda", 0) and resolve_device(1) == torch.device("cuda", 1)
+
+
+def test_without_torch_accelerator_and_without_gpus_auto_is_the_cpu_or_mps(no_gpus, monkeypatch):
+    """The fallback probing finds no CUDA device: auto is what the remaining backends offer."""
+    monkeypatch.delattr(torch, "accelerator", raising=False)
+    assert "cuda:0" not in available_devices()
+    assert resolve_device("auto").type in ("cpu", "mps", "xpu")
+

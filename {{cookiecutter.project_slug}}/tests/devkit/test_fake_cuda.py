@@ -178,6 +178,14 @@ def test_loaders_for_other_devices_do_not_pin(device):
     assert build_loader(dataset, 2, torch.device(device), train=True).pin_memory is False
 
 
+@pytest.mark.parametrize("kind, pinned", [("cuda", True), ("xpu", True), ("mps", False), ("cpu", False)])
+def test_loaders_pin_for_the_gpus_only(kind, pinned):
+    """CUDA and XPU batches come from pinned memory (for the current accelerator); MPS shares host memory."""
+    dataset = TensorDataset(torch.zeros(4, 3, 8, 8), torch.zeros(4, dtype=torch.long))
+    assert build_loader(dataset, 2, torch.device(kind), train=False).pin_memory is pinned
+    assert build_loader(dataset, 2, torch.device(kind), train=False).pin_memory_device == ""  # deprecated
+
+
 # --- Precision: the fp16 scaler and autocast's dtype per device --------------------------------------
 
 def test_fp16_on_cuda_uses_an_enabled_grad_scaler(fake_cuda):

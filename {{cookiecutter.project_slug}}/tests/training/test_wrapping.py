@@ -12,7 +12,8 @@ from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.devkit.checkpoint import load_model_state, model_state, strip_wrapper_prefixes, unwrap
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier
-from {{ cookiecutter.package_name }}.training.distributed import eval_shard, reduce_sums, train_sampler, weights_digest
+from {{ cookiecutter.package_name }}.training.distributed import (eval_shard, process_group_backend, reduce_sums, train_sampler,
+                                                                   weights_digest)
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
 from {{ cookiecutter.package_name }}.training.wrapping import ParallelError, check_compile, resolve_parallel, wrap_model
@@ -185,3 +186,9 @@ def test_dataparallel_over_two_gpus_matches_the_plain_model_and_gathers_on_the_r
     with torch.no_grad():
         torch.testing.assert_close(net(images), model(images), rtol=1e-3, atol=1e-3)
     assert net(images).device == device
+
+
+@pytest.mark.parametrize("kind, backend", [("cuda", "nccl"), ("xpu", "xccl"), ("cpu", "gloo")])
+def test_ddp_ranks_talk_through_their_devices_collective_library(kind, backend):
+    """nccl between CUDA GPUs, xccl between Intel XPUs, gloo between CPU processes."""
+    assert process_group_backend(torch.device(kind)) == backend

@@ -52,12 +52,17 @@ def print_main(*args, **kwargs) -> None:
         print(*args, **kwargs, flush=True)
 
 
+def process_group_backend(device: torch.device) -> str:
+    """The collective library for ranks on `device`: nccl for CUDA, xccl for Intel XPU, gloo for the CPU."""
+    return {"cuda": "nccl", "xpu": "xccl"}.get(device.type, "gloo")
+
+
 def start_distributed(mode: str, device: torch.device) -> None:
-    """Join torchrun's process group for ddp (nccl on CUDA, gloo on CPU); nothing otherwise."""
+    """Join torchrun's process group for ddp (nccl on CUDA, xccl on XPU, gloo on CPU); nothing otherwise."""
     if mode != "ddp" or is_distributed():
         return
-    on_cuda = device.type == "cuda"
-    backend, device_id = ("nccl", device) if on_cuda else ("gloo", None)
+    backend = process_group_backend(device)
+    device_id = device if device.type in ("cuda", "xpu") else None
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
     if attempt is None:
         dist.init_process_group(backend=backend, device_id=device_id)

@@ -4,7 +4,7 @@ Three modes, chosen by `--parallel`:
 - `none`: one process, one device.
 - `dp`:   one process driving every visible GPU through `nn.DataParallel` (simple, slower).
 - `ddp`:  one process per device, started by `torchrun`, kept in lockstep by
-          `DistributedDataParallel` (nccl on CUDA, gloo on CPU). Each rank sees its own
+          `DistributedDataParallel` (nccl on CUDA, xccl on XPU, gloo on CPU). Each rank sees its own
           shard of the data (`DistributedSampler`); epoch totals are summed over ranks;
           only rank 0 prints and writes files.
 An explicit request that cannot run here stops with a ParallelError (exit 2); the template's
@@ -50,10 +50,10 @@ def why_not(mode: str, device: torch.device) -> str | None:
     if mode == "ddp":
         if not launched_by_torchrun():
             return "ddp needs torchrun's environment (launch with: torchrun --nproc_per_node=N train.py ...)"
-        if device.type not in ("cuda", "cpu"):
-            return f"ddp runs on cuda (nccl) or cpu (gloo), not {device.type}"
+        if device.type not in ("cuda", "xpu", "cpu"):
+            return f"ddp runs on cuda (nccl), xpu (xccl) or cpu (gloo), not {device.type}"
         local = int(os.environ["LOCAL_RANK"])
-        if device.type == "cuda" and device.index != local:
+        if device.type in ("cuda", "xpu") and device.index != local:
             return f"local rank {local} must train on its own GPU, not {device}; use --device auto"
     return None
 
@@ -86,7 +86,7 @@ def wrap_model(model: nn.Module, mode: str, device: torch.device, *, compile: bo
         inner = torch.compile(model) if compile else model
         return nn.DataParallel(inner, device_ids=[device.index, *others], output_device=device.index)
     if mode == "ddp":
-        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        model = DistributedDataParallel(model, device_ids=[device.index] if device.type in ("cuda", "xpu") else None)
     return torch.compile(model) if compile else model
 
 
