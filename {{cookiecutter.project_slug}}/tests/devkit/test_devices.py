@@ -31,6 +31,7 @@ from {{ cookiecutter.package_name }}.devkit import (
     same_device,
     use_device,
 )
+from {{ cookiecutter.package_name }}.devkit import precision
 from {{ cookiecutter.package_name }}.devkit.__main__ import main
 
 CPU, META = torch.device("cpu"), torch.device("meta")
@@ -364,8 +365,19 @@ def test_cli_lists_cpu_and_what_auto_picks():
                             capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 0, result.stderr
     cpu_rows = [line.split() for line in result.stdout.splitlines() if line.startswith("cpu ")]
-    assert len(cpu_rows) == 1 and cpu_rows[0][-1] == "yes"  # bf16: CPU autocast supports it
+    native = precision.cpu_bf16_native()
+    expected = "native" if native else "emulated" if native is False else "yes"
+    assert len(cpu_rows) == 1 and cpu_rows[0][-1] == expected  # bf16: runs natively, or only emulated (slowly)
     assert f"auto -> {describe_device(resolve_device('auto'))}" in result.stdout
+
+
+def test_the_device_table_tells_native_from_emulated_bf16_on_the_cpu(monkeypatch, capsys):
+    """An AVX2-only CPU's row says bf16 'emulated'; one with AVX512_BF16 says 'native'."""
+    for flags, expected in ((frozenset({"avx2"}), "emulated"), (frozenset({"avx2", "avx512_bf16"}), "native")):
+        monkeypatch.setattr(precision, "cpu_flags", lambda flags=flags: flags)
+        assert main(["cpu"]) == 0
+        cpu_rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("cpu ")]
+        assert cpu_rows[0][-1] == expected
 
 
 def test_cli_exits_2_with_one_line_for_a_bad_spec(capsys):

@@ -225,7 +225,8 @@ def test_bf16_on_a_gpu_without_it_is_refused(fake_cuda, monkeypatch):
     """A pre-Ampere GPU cannot run bf16: PrecisionError says so and offers fp16 instead."""
     fake_cuda(free_gib=[10, 70])
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: False)
-    with pytest.raises(precision.PrecisionError, match=r"bf16 .*not supported on cuda.*; use fp16 or fp32\Z"):
+    with pytest.raises(precision.PrecisionError,
+                       match=r"\Abf16 is not supported on cuda:1 \(NVIDIA H100 80GB HBM3\); use fp16 or fp32\Z"):
         precision.make_policy("bf16", CUDA1)
 
 

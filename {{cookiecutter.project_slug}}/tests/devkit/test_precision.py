@@ -10,7 +10,8 @@ import train
 from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
-from {{ cookiecutter.package_name }}.devkit.precision import PrecisionError, half_copy, make_policy, resolve_precision
+from {{ cookiecutter.package_name }}.devkit import precision
+from {{ cookiecutter.package_name }}.devkit.precision import PrecisionError, PrecisionPolicy, half_copy, make_policy, resolve_precision
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier, build_model
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
@@ -90,12 +91,59 @@ def test_a_default_precision_that_cannot_run_falls_back_to_fp32_with_one_note(ca
     assert capsys.readouterr().out == ""  # library code reports; the CLI prints
 
 
-def test_an_explicit_precision_that_cannot_run_is_refused():
+def test_an_explicit_precision_that_cannot_run_is_refused(cpu_with_bf16):
     """--precision bf16 where it cannot run is a PrecisionError (exit 2), never a silent fp32 run."""
     with pytest.raises(PrecisionError, match="bf16"):
         resolve_precision("bf16", "fp32", META)
-    assert resolve_precision("bf16", "fp32", CPU) == ("bf16", None)  # CPUs autocast to bf16
+    assert resolve_precision("bf16", "fp32", CPU) == ("bf16", None)  # a CPU with AVX512_BF16 runs it natively
     assert resolve_precision(None, "fp16", CPU) == ("fp16", None)
+
+
+@pytest.fixture
+def cpu_with_bf16(monkeypatch):
+    """A CPU whose /proc/cpuinfo flags include AVX512_BF16 (x86 with native bf16)."""
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "avx512f", "avx512_bf16"}))
+
+
+@pytest.fixture
+def cpu_without_bf16(monkeypatch):
+    """An AVX2-only CPU (like an EPYC Rome): torch emulates bf16 there, about 9x slower than fp32."""
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx", "avx2", "fma"}))
+
+
+def test_a_default_bf16_the_cpu_only_emulates_falls_back_to_fp32_with_a_note(cpu_without_bf16):
+    """A project generated with bf16 on an AVX2-only CPU trains in fp32, and the note says why."""
+    name, note = resolve_precision(None, "bf16", CPU)
+    assert name == "fp32"
+    assert note == ("precision: bf16 is emulated on this CPU (no AVX512_BF16 or AMX), about 9x slower than fp32; "
+                    "running in fp32")
+
+
+def test_an_explicit_bf16_the_cpu_only_emulates_runs_with_a_note_of_the_cost(cpu_without_bf16):
+    """--precision bf16 on an AVX2-only CPU is honoured, with one line naming the cost and the native choice."""
+    name, note = resolve_precision("bf16", "fp32", CPU)
+    assert name == "bf16"
+    assert "emulated" in note and "9x slower" in note and note.endswith("--precision fp32 runs natively")
+
+
+def test_a_default_bf16_on_a_cpu_with_native_bf16_stays(cpu_with_bf16):
+    """AVX512_BF16 or AMX: bf16 runs natively, no note."""
+    assert resolve_precision(None, "bf16", CPU) == ("bf16", None)
+
+
+def test_fp16_on_mps_is_refused_explicitly_and_left_by_a_default():
+    """MPS fp16 loss scaling has known torch bugs: --precision fp16 stops in one line; a default fp16 moves on."""
+    mps = torch.device("mps")
+    with pytest.raises(PrecisionError, match=r"\Afp16 training is not supported on mps \(.*known torch bugs\); use "):
+        make_policy("fp16", mps)
+    name, note = resolve_precision(None, "fp16", mps)
+    assert name in ("bf16", "fp32") and note.startswith("precision: fp16 training is not supported on mps")
+
+
+@pytest.mark.parametrize(("kind", "scaled"), [("cuda", True), ("xpu", True), ("cpu", False), ("mps", False)])
+def test_fp16_scales_the_loss_on_the_gpus_that_train_it(kind, scaled):
+    """CUDA and Intel XPU fp16 train with a GradScaler; the CPU's fp16 autocast needs none."""
+    assert PrecisionPolicy("fp16", torch.device(kind)).uses_scaler is scaled
 
 
 @pytest.mark.cuda

@@ -13,11 +13,12 @@ import torch
 
 from .backends import DeviceError, available_devices, backend_count, backend_module, format_bytes, format_table
 from .gpus import gpu_info, index_order_warning
+from .precision import cpu_bf16_native
 from .resolve import describe_device, resolve_device
 
 
 def _cpu_row() -> tuple[str, ...]:
-    """The cpu's name, total memory where the OS tells it, and bf16 'yes' (CPU autocast supports it)."""
+    """The cpu's name, total memory where the OS tells it, and whether bf16 runs natively or emulated (slowly)."""
     name = platform.processor() or platform.machine()
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:  # Linux names the model here
         models = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
@@ -26,7 +27,9 @@ def _cpu_row() -> tuple[str, ...]:
         memory = format_bytes(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, OSError, ValueError):  # no sysconf on Windows
         memory = "-"
-    return ("cpu", f"{name} ({os.cpu_count()} cores)", memory, "-", "yes")
+    native = cpu_bf16_native()  # None: the OS does not list CPU flags
+    bf16 = "native" if native else "emulated" if native is False else "yes"
+    return ("cpu", f"{name} ({os.cpu_count()} cores)", memory, "-", bf16)
 
 def _device_row(name: str) -> tuple[str, ...]:
     """One row of the device table: device, name, memory, compute capability, bf16 support."""
@@ -35,13 +38,13 @@ def _device_row(name: str) -> tuple[str, ...]:
         return _cpu_row()
     if device.type == "mps":
         recommended = getattr(torch.mps, "recommended_max_memory", None)
-        return (name, "Apple GPU", format_bytes(recommended()) if recommended else "-", "-", "yes")
+        return (name, "Apple GPU", format_bytes(recommended()) if recommended else "-", "-", "native")
     props = backend_module(device.type).get_device_properties(device)
     if device.type == "cuda":  # bf16 runs natively from compute capability 8.0 (Ampere) on
         capability, bf16 = f"{props.major}.{props.minor}", props.major >= 8
     else:
         capability, bf16 = "-", torch.xpu.is_bf16_supported()
-    return (name, props.name, format_bytes(props.total_memory), capability, "yes" if bf16 else "no")
+    return (name, props.name, format_bytes(props.total_memory), capability, "native" if bf16 else "no")
 
 def _gpu_lines() -> list[str]:
     """Which physical card each cuda:N is: free memory, UUID, PCI bus id, CUDA_VISIBLE_DEVICES entry."""
