@@ -173,6 +173,19 @@ def test_compile_without_a_cpp_compiler_is_a_clear_refusal(monkeypatch, tiny_dat
     assert code == 2 and len(err) == 1 and "--compile" in err[0] and not out.exists()
 
 
+@pytest.mark.parametrize("kind", ["cuda", "xpu"])
+def test_compile_on_a_gpu_without_a_c_compiler_for_triton_is_a_clear_refusal(kind, monkeypatch):
+    """triton builds its launchers with $CC, gcc or clang: with none, --compile stops before the first step."""
+    triton = pytest.importorskip("torch.utils._triton")
+    monkeypatch.setattr(triton, "has_triton", lambda: True)
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setattr("shutil.which", lambda name, *args, **kwargs: None)
+    with pytest.raises(ParallelError, match=f"--compile on {kind} needs a C compiler for triton"):
+        check_compile(torch.device(kind, 0))
+    monkeypatch.setenv("CC", "/usr/bin/cc")
+    check_compile(torch.device(kind, 0))  # a compiler named by CC is enough
+
+
 @pytest.mark.cuda
 @pytest.mark.multi_gpu
 @pytest.mark.skipif(CUDA_COUNT < 2, reason="needs two CUDA devices")

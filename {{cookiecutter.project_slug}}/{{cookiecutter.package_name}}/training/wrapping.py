@@ -14,6 +14,7 @@ default mode, when it cannot apply on this machine, falls back to one device wit
 from __future__ import annotations
 
 import os
+import shutil
 
 import torch
 from torch import nn
@@ -108,13 +109,21 @@ def check_compile(device: torch.device) -> None:
         except Exception:  # InvalidCxxCompiler and friends
             raise ParallelError("--compile on cpu needs a C++ compiler (none found: install g++ or set CXX); "
                                 "run without --compile") from None
-    elif device.type == "cuda":
+    elif device.type in ("cuda", "xpu"):
         try:
             from torch.utils._triton import has_triton
         except ImportError:
             return
         if not has_triton():
-            raise ParallelError("--compile on cuda needs triton (pip install triton); run without --compile")
+            raise ParallelError(f"--compile on {device.type} needs triton (pip install triton); run without --compile")
+        if not _triton_c_compiler():
+            raise ParallelError(f"--compile on {device.type} needs a C compiler for triton (none found: install gcc "
+                                "or set CC); run without --compile")
+
+
+def _triton_c_compiler() -> str | None:
+    """The C compiler triton builds its kernel launchers with, found as triton finds it: $CC, else gcc or clang."""
+    return os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
 
 
 def for_evaluation(net: nn.Module) -> nn.Module:
