@@ -28,11 +28,11 @@ from {{ cookiecutter.package_name }}.devkit import (
     module_device,
     move_to,
     on_device,
+    precision,
     resolve_device,
     same_device,
     use_device,
 )
-from {{ cookiecutter.package_name }}.devkit import precision
 from {{ cookiecutter.package_name }}.devkit.__main__ import main
 
 CPU, META = torch.device("cpu"), torch.device("meta")

@@ -14,8 +14,17 @@ import re
 
 import torch
 
-from .backends import (INDEXED, KINDS, DeviceError, accelerator_kind, available_devices, backend_count, backend_module,
-                       format_bytes, show)
+from .backends import (
+    INDEXED,
+    KINDS,
+    DeviceError,
+    accelerator_kind,
+    available_devices,
+    backend_count,
+    backend_module,
+    format_bytes,
+    show,
+)
 from .gpus import free_memory, gpu_info, uuid_of
 
 # Indices without leading zeros: torch itself rejects 'cuda:01', so we must not accept it either.
