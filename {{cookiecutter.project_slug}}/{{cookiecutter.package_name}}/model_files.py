@@ -161,7 +161,13 @@ def _providers(ort, device: torch.device) -> list:
 def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: str) -> Predictor:
     """A Predictor for an exported model held in memory (export.py checks a file before writing it)."""
     if fmt == "onnx":
-        return OnnxPredictor(data, device, source)
+        try:
+            return OnnxPredictor(data, device, source)
+        except UserError:
+            raise
+        except Exception as error:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) for junk or damage
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ExportError(f"{source} is not a readable .onnx model ({reason})") from None
     if not zipfile.is_zipfile(io.BytesIO(data)):  # checked first: torch.export.load logs a traceback on junk
         raise ExportError(f"{source} is not a readable .pt2 file (not a zip archive)")
     extra = {METADATA_FILE: ""}
