@@ -47,8 +47,8 @@ def test_a_second_train_py_on_a_live_runs_folder_is_refused(tiny_data, tmp_path)
     try:
         wait_for(first, log, "paused at step:1:1")
         before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
-        second = subprocess.run(train_command(tiny_data, out, 0, "auto", ("--seed", "7")), cwd=PROJECT,
-                                env=train_env(), capture_output=True, text=True, timeout=300)
+        second = subprocess.run(train_command(tiny_data, out, 0, "auto"), cwd=PROJECT,
+                                env=train_env(), capture_output=True, text=True, timeout=900)
         assert second.returncode == 2, second.stderr
         errors = [line for line in second.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "in use by another training run" in errors[0]
@@ -65,7 +65,8 @@ def test_a_sigkilled_runs_folder_is_usable_again_at_once(tiny_data, tmp_path):
     """SIGKILL leaves no stale lock: --resume auto on the same folder runs to the end right away."""
     out = tmp_path / "run"
     log = tmp_path / "a.log"
-    first = start_train(tiny_data, out, 0, resume=False, pause="step:1:1", log=log)
+    one_epoch = ("--epochs", "1")  # the point is the lock, not the training: as short as it gets
+    first = start_train(tiny_data, out, 0, resume=False, pause="step:1:1", log=log, extra=one_epoch)
     try:
         wait_for(first, log, "paused at step:1:1")
         first.send_signal(signal.SIGKILL)
@@ -73,6 +74,6 @@ def test_a_sigkilled_runs_folder_is_usable_again_at_once(tiny_data, tmp_path):
     finally:
         first.kill()
     assert (out / run_folder.LOCK_FILE).exists()  # the file stays; the lock died with the process
-    again = subprocess.run(train_command(tiny_data, out, 0, "auto"), cwd=PROJECT, env=train_env(),
-                           capture_output=True, text=True, timeout=600)
+    again = subprocess.run(train_command(tiny_data, out, 0, "auto", one_epoch), cwd=PROJECT, env=train_env(),
+                           capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr
