@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from {{ cookiecutter.package_name }} import cli, config, data, metrics
+from {{ cookiecutter.package_name }}.data.unreadable import ReportingLoader, SkipUnreadable
 from {{ cookiecutter.package_name }}.devkit import precision
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import loop, run_state
@@ -47,6 +48,13 @@ def default_png(checkpoint: str, split: str, kind: str = "confusion") -> Path:
     return (path if path.is_dir() else path.parent) / f"{kind}_{split}.png"
 
 
+def report_unreadable(found: set[str], path: str, reason: str) -> None:
+    """Warn on stderr the first time an image turns out unreadable, and remember it."""
+    if path not in found:
+        found.add(path)
+        print(f"warning: skipping unreadable image {path}: {reason}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print accuracy, loss and the per-class table; write the confusion-matrix PNG."""
     from {{ cookiecutter.package_name }}.plots import confusion_figure, mistakes_figure, save_figure
@@ -71,13 +79,19 @@ def run(args: argparse.Namespace) -> int:
                                 val_split=run_state.val_split(state), seed=trained.get("seed", 0))
     if dataset.classes != class_names:
         raise data.DataError(f"{args.split}/ holds classes {dataset.classes}, but the checkpoint knows {class_names}")
-    loader = data.build_loader(dataset, args.batch_size or trained.get("batch_size", 64), device, train=False,
-                               workers=args.workers)
+    # An unreadable image is skipped as training's validation skips it (its place goes to the next
+    # readable image), so the numbers still equal metrics.csv's; each is named once and counted.
+    unreadable: set[str] = set()
+    batch_size = args.batch_size or trained.get("batch_size", 64)
+    loader = ReportingLoader(data.build_loader(SkipUnreadable(dataset), batch_size, device, train=False,
+                                               workers=args.workers),
+                             lambda path, reason: report_unreadable(unreadable, path, reason))
     matrix = metrics.new_confusion(len(class_names), device)
     mistakes = metrics.ConfidentMistakes(args.mistakes_count)
     stats = loop.evaluate(model, loss_fn, loader, hw, progress=False, confusion=matrix, on_batch=mistakes)
+    skipped = f", {len(unreadable)} unreadable skipped" if unreadable else ""
     print(f"{args.split}: accuracy {stats.acc:.6f}  loss {stats.loss:.6f}  "
-          f"({stats.images} images, {len(class_names)} classes, device {device})")
+          f"({stats.images} images, {len(class_names)} classes, device {device}{skipped})")
     print(metrics.format_report(metrics.class_report(matrix), class_names))
     png = save_figure(confusion_figure(matrix, class_names), args.out or default_png(args.checkpoint, args.split))
     print(f"confusion matrix: {png}")

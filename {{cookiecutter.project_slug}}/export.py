@@ -15,6 +15,7 @@ Exit codes: 0 done, 1 failure, 2 bad input (including a missing optional depende
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -54,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     """Export, check against the checkpoint on a batch, then write the file atomically."""
     if args.batch_size < 1:
         raise ConfigError("--batch-size must be at least 1")
+    if not 0 <= args.tolerance < math.inf:  # NaN fails this too: a check that accepts anything is no check
+        raise ConfigError(f"--tolerance must be a finite number of at least 0, got {args.tolerance}")
     device = torch.device("cpu")  # a graph traced on a GPU would name that GPU; the CPU's is portable
     state = run_state.read(args.checkpoint)
     model = run_state.model_from_state(state, device, args.checkpoint).eval()

@@ -9,8 +9,10 @@ Exit codes: 0 done, 1 failure, 2 bad input.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -58,6 +60,31 @@ def plan_out(cfg: config.TrainConfig) -> run_folder.Plan:
     return decision
 
 
+@contextlib.contextmanager
+def claim_out(plan: run_folder.Plan, overwrite: bool) -> Iterator[Path]:
+    """Rank 0 creates and locks the run folder while the block runs; every rank learns the folder or the refusal."""
+    with contextlib.ExitStack() as held:
+        decision: Path | str = plan.out
+        if distributed.is_main_process():
+            try:
+                decision = held.enter_context(run_folder.claim(plan, overwrite))
+            except ConfigError as error:
+                decision = str(error)
+        decision = distributed.from_main(decision)
+        if isinstance(decision, str):  # every rank refuses alike
+            raise run_folder.RunDirError(decision)
+        yield decision
+
+
+def settle_resumed(settled: settings.Settled) -> tuple[settings.Settled, list[str]]:
+    """With --resume: the settings of the run it continues (its checkpoint's config, read once here), with notes."""
+    source = run_folder.resume_source(settled.cfg.out, settled.cfg.resume)
+    if source is None:
+        return settled, []
+    state = run_state.read(source)
+    return settings.resumed(settled, state["config"], source, state["image_size"])
+
+
 def prepare_out(run: Run, out: Path, device: torch.device, plan: run_folder.Plan) -> None:
     """config.json, runs/latest, and the state --resume starts from; on rank 0 only."""
     cfg = run.cfg
@@ -82,8 +109,14 @@ def prepare_out(run: Run, out: Path, device: torch.device, plan: run_folder.Plan
 
 def settle_for_run(settled: settings.Settled, device: torch.device) -> tuple[config.TrainConfig, run_folder.Plan,
                                                                           list[str]]:
-    """The TrainConfig this run uses on `device`: modes, run folder and weights decided, with notes to print."""
+    """The TrainConfig this run uses on `device`: a resumed run's settings, modes, run folder and weights decided.
+
+    Returns it with the run folder's plan and the notes to print.
+    """
+    settled, resume_notes = settle_resumed(settled)
+    tracking.check_available(settled.cfg.logger)
     parallel_mode, precision_name, notes = resolve_modes(settled, device)
+    notes = [*resume_notes, *notes]
     distributed.start_distributed(parallel_mode, device)  # stopped in main()'s finally
     plan = plan_out(settled.cfg)
     pretrained, weights_note = resolve_weights(settled, resuming=plan.resume is not None)
@@ -110,17 +143,25 @@ def report_start(run: Run, device: torch.device, notes: list[str], verbose: bool
 
 def train(settled: settings.Settled) -> int:
     """Build everything, then train; nothing is written until all inputs have been checked."""
-    tracking.check_available(settled.cfg.logger)
     device = config.configure_device(settled.cfg.device)
+    if device.type == "meta":
+        raise ConfigError("--device meta holds no data: it can build a model, not train one; use cpu or an accelerator")
     cfg, plan, notes = settle_for_run(settled, device)
     seeding.seed_everything(cfg.seed)  # the initial weights too: same seed, same run
     run = Run(cfg, device)
     report_start(run, device, notes, settled.verbose)
     if settled.debug_devices:
         devkit.DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's
+    with claim_out(plan, cfg.overwrite) as out:  # held until the run ends: a second run here is refused
+        run.cfg = cfg = dataclasses.replace(cfg, out=str(out))  # a runs/<timestamp> taken meanwhile: a suffix
+        return train_in(run, out, device, plan)
+
+
+def train_in(run: Run, out: Path, device: torch.device, plan: run_folder.Plan) -> int:
+    """Resume if asked, write the run's first files into `out` (claimed), and train."""
+    cfg = run.cfg
     if plan.resume:
         run.resume(plan.resume)
-    out = Path(cfg.out)
     prepare_out(run, out, device, plan)
     epochs.open_logger(run, out)
     with run.stop.installed():

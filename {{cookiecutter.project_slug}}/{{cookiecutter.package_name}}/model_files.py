@@ -174,7 +174,13 @@ def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: st
     `explicit=False`: `device` was a default, which an .onnx model may leave for the CPU (with a note).
     """
     if fmt == "onnx":
-        return OnnxPredictor(data, device, source, explicit=explicit)
+        try:
+            return OnnxPredictor(data, device, source, explicit=explicit)
+        except UserError:
+            raise
+        except Exception as error:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) for junk or damage
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ExportError(f"{source} is not a readable .onnx model ({reason})") from None
     if not zipfile.is_zipfile(io.BytesIO(data)):  # checked first: torch.export.load logs a traceback on junk
         raise ExportError(f"{source} is not a readable .pt2 file (not a zip archive)")
     extra = {METADATA_FILE: ""}

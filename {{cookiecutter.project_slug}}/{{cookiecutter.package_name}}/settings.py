@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 
 from . import backbones, config
 from .config_file import read_config_file
@@ -22,6 +23,15 @@ from .training.tracking import LOGGERS
 
 CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": LOGGERS}
 MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
+MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch would fail on file handles instead
+
+# --resume continues a run: its settings come from the checkpoint. These may differ in the resumed
+# process (how and where it runs, how long, how it reports); any other setting typed with a value
+# other than the run's own would change what is being trained, and is refused by name.
+MAY_CHANGE_ON_RESUME = frozenset({
+    "epochs", "workers", "device", "logger", "save_every_minutes", "max_bad_fraction", "data", "out", "resume",
+    "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
+})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +152,9 @@ def check(cfg: config.TrainConfig) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
     if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
         raise ConfigError("--workers must be >= 0 and --image-size >= 16")
+    if cfg.workers > MAX_WORKERS:
+        raise ConfigError(f"--workers must be at most {MAX_WORKERS}, got {cfg.workers}")
+    _check_numbers(cfg)
     if cfg.image_size is not None and cfg.image_size > MAX_IMAGE_SIZE:
         raise ConfigError(f"--image-size must be at most {MAX_IMAGE_SIZE}, got {cfg.image_size}")
     if cfg.save_every_minutes < 0 or not 0 <= cfg.max_bad_fraction < 1:
@@ -151,6 +164,51 @@ def check(cfg: config.TrainConfig) -> None:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
     for problem in recipe.check_config(cfg):
         raise ConfigError(problem)
+
+
+def _check_numbers(cfg: config.TrainConfig) -> None:
+    """Refuse NaN and infinite numbers anywhere, and learning rates, decays and smoothing out of range."""
+    for field in dataclasses.fields(cfg):
+        value = getattr(cfg, field.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"--{field.name.replace('_', '-')} must be a finite number, got {value}")
+    if not cfg.lr > 0:
+        raise ConfigError(f"--lr must be greater than 0, got {cfg.lr}")
+    if cfg.weight_decay < 0:
+        raise ConfigError(f"--weight-decay must not be negative, got {cfg.weight_decay}")
+    if not 0 <= cfg.label_smoothing < 1:
+        raise ConfigError(f"--label-smoothing must be in [0, 1), got {cfg.label_smoothing}")
+
+
+def resumed(settled: Settled, saved: dict, source: str,
+            trained_image_size: int | None = None) -> tuple[Settled, list[str]]:
+    """The settings of the run `source` continues: the checkpoint's `saved` config, with the flags that may change.
+
+    A typed flag that would change the run's meaning (MAY_CHANGE_ON_RESUME lists the others) raises
+    ConfigError naming it, unless its value is the run's own. Returns the notes to print.
+    """
+    if "init_from" in settled.explicit:
+        raise ConfigError("--init-from starts a new run from a checkpoint's weights; it cannot be combined "
+                          "with --resume, which continues one")
+    fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
+    own = {name: value for name, value in saved.items() if name in fields}
+    notes = []
+    for name in sorted(settled.explicit & fields):
+        typed = getattr(settled.cfg, name)
+        was = trained_image_size if name == "image_size" and own.get(name) is None else own.get(name, typed)
+        if typed == was or name in ("out", "resume", "overwrite"):
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        if name not in MAY_CHANGE_ON_RESUME:
+            raise ConfigError(f"{flag} {typed} would change the run {source} continues (it has {was}); leave it "
+                              f"out to resume, or start a new run from its weights with --init-from {source}")
+        notes.append(f"resume: {flag} {typed} (the run had {was})")
+    # How and where this process runs is its own: the device spec, the run folder and what to continue from.
+    keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite")}
+    chosen = {**own, **{name: getattr(settled.cfg, name) for name in settled.explicit & fields}, **keep}
+    cfg = dataclasses.replace(settled.cfg, **chosen)
+    check(cfg)
+    return dataclasses.replace(settled, cfg=cfg), notes
 
 
 def settle(argv: list[str] | None = None) -> Settled:

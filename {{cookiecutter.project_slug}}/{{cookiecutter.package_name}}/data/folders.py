@@ -5,10 +5,12 @@ reading one image as RGB.
 from __future__ import annotations
 
 import random
+import struct
 from pathlib import Path
 
+import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 from torchvision import datasets
 
 from ..errors import UserError
@@ -19,12 +21,43 @@ class DataError(UserError):
     """The data folder is missing, empty or malformed."""
 
 
+# What Pillow raises for a file it cannot decode: OSError and ValueError for most damage, SyntaxError and
+# struct.error from some format plugins, DecompressionBombError (neither of those) for a file whose
+# pixel count would exhaust memory (Image.MAX_IMAGE_PIXELS).
+DECODE_ERRORS = (OSError, ValueError, SyntaxError, struct.error, Image.DecompressionBombError)
+_WIDE_INTEGER_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")  # 16- and 32-bit grey levels
+
+
+def _to_8_bit(image: Image.Image) -> Image.Image:
+    """A grey image of 16-bit or 32-bit integers, or of floats, as 8-bit grey ("L").
+
+    convert("RGB") clips such values to 0..255, so a mid-grey 16-bit PNG (32768) turns white and a
+    float TIFF in [0, 1] black. Integers are scaled by their range (16 bits unless the values are
+    larger), floats in [0, 1] by 255, any other float range from its minimum to its maximum.
+    """
+    values = np.nan_to_num(np.asarray(image, dtype=np.float64))  # (H, W)
+    low, high = 0.0, 65535.0
+    if image.mode == "F":
+        in_unit_range = values.size == 0 or (values.min() >= 0 and values.max() <= 1)
+        low, high = (0.0, 1.0) if in_unit_range else (float(values.min()), float(values.max()))
+    elif values.size and values.max() > high:  # 32-bit integers beyond 16 bits: their own range
+        high = float(values.max())
+    scaled = (values - low) / max(high - low, 1e-12) * 255.0
+    return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8))  # (H, W) uint8: mode "L"
+
+
 def load_rgb(path: str) -> Image.Image:
-    """Open an image as RGB, turning a decode failure into a DataError naming the file."""
+    """Open an image as 8-bit RGB, upright (its EXIF orientation applied), deep grey levels scaled to 8 bits.
+
+    A decode failure of any kind (see DECODE_ERRORS) becomes a DataError naming the file.
+    """
     try:
         with Image.open(path) as image:
+            image = ImageOps.exif_transpose(image)  # a phone's portrait photo is stored sideways
+            if image.mode in _WIDE_INTEGER_MODES or image.mode == "F":
+                image = _to_8_bit(image)
             return image.convert("RGB")
-    except (OSError, ValueError) as error:
+    except DECODE_ERRORS as error:
         raise DataError(f"cannot read image {path}: {error}") from None
 
 

@@ -30,7 +30,7 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
     DistributedSampler) still chooses the indices.
     """
     if train:
-        sampler = EpochSampler(len(dataset), seed, shuffle=True, inner=sampler)
+        sampler = EpochSampler(len(dataset), seed, shuffle=True, inner=sampler, batch_size=batch_size)
         dataset = SeededSamples(dataset, seed)
     generator = torch.Generator().manual_seed(seed)
     return DataLoader(

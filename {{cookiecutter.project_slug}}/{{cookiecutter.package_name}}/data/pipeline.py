@@ -16,7 +16,7 @@ import torch
 from ..training.distributed import eval_shard, main_process_first, train_sampler
 from .cache import cache_splits
 from .demo import DEMO_ROOT, write_demo_dataset
-from .folders import class_counts, load_splits
+from .folders import DataError, class_counts, load_splits
 from .loaders import build_loader
 from .preprocessing import choose_preprocessing
 from .transforms import Preprocessing
@@ -35,6 +35,22 @@ class Loaders:
     unreadable: UnreadableLog  # unreadable files found so far, per split; saved in checkpoints
 
 
+def check_trainable(root: Path, train_set, val_set) -> None:
+    """Refuse data a classifier cannot learn or be measured on (DataError), before anything is written.
+
+    One class trains to loss 0 and accuracy 1.0; an empty validation split reports val_loss 0.0 and
+    keeps a best.pt chosen on nothing.
+    """
+    if len(train_set.classes) < 2:
+        raise DataError(f"{root} holds {len(train_set.classes)} class ({', '.join(train_set.classes)}); "
+                        "a classifier needs at least two class folders")
+    if len(val_set) == 0:
+        raise DataError(f"{root}: the validation split is empty; add images to val/ (or use --val-split on a "
+                        "folder of class folders with at least two images per class)")
+    if len(train_set) < 2:
+        raise DataError(f"{root}: the training split holds {len(train_set)} image(s); training needs at least two")
+
+
 def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = None,
                   on_unreadable: Callable[[str, str, str], None] | None = None) -> Loaders:
     """The run's training and validation loaders for `cfg` (a TrainConfig) on `device`.
@@ -46,6 +62,7 @@ def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = No
         root = Path(cfg.data) if cfg.data else write_demo_dataset(DEMO_ROOT)
     preprocessing = choose_preprocessing(cfg.backbone, cfg.data and root, cfg.image_size, cfg.pretrained, saved)
     train_set, val_set = load_splits(root, preprocessing, val_split=cfg.val_split, seed=cfg.seed)
+    check_trainable(root, train_set, val_set)
     class_names, counts = list(train_set.classes), class_counts(train_set)
     if cfg.cache_images:  # decode once: small runs become compute-bound (see cache.py); cached data has no bad files
         train_set, val_set = cache_splits(train_set, val_set, preprocessing.image_size, cfg.cache_budget_mb,

@@ -52,10 +52,19 @@ class EpochSampler(Sampler):
     `set_epoch` is forwarded to it; otherwise they are a seeded permutation (or 0..n-1).
     `start` skips the epoch's first samples without drawing anything, so a run resumed mid-epoch
     sees the rest of the very order an uninterrupted run sees.
+
+    With `batch_size`, an epoch whose last batch would hold a single sample leaves that sample out:
+    BatchNorm cannot train on a batch of one ("Expected more than 1 value per channel"). The sample
+    dropped is the epoch's last in its own order, so it changes from epoch to epoch when shuffled.
+    The cut is made on the whole epoch before `start` is applied (a mid-epoch resume drops the same
+    sample), and under ddp on each rank's shard, which DistributedSampler pads to one size on every
+    rank: every rank drops alike and the ranks keep the same number of batches.
     """
 
-    def __init__(self, num_samples: int, seed: int, *, shuffle: bool = True, inner: Sampler | None = None):
+    def __init__(self, num_samples: int, seed: int, *, shuffle: bool = True, inner: Sampler | None = None,
+                 batch_size: int = 1):
         self.num_samples, self.seed, self.shuffle, self.inner = num_samples, seed, shuffle, inner
+        self.batch_size = batch_size
         self.epoch, self.start = 0, 0
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
@@ -64,7 +73,15 @@ class EpochSampler(Sampler):
         if hasattr(self.inner, "set_epoch"):
             self.inner.set_epoch(epoch)
 
+    def _kept(self, total: int) -> int:
+        """How many of an epoch's `total` samples are yielded: all but a lone last one."""
+        return total - 1 if self.batch_size > 1 and total % self.batch_size == 1 else total
+
     def _indices(self) -> list[int]:
+        indices = self._all_indices()
+        return indices[:self._kept(len(indices))]
+
+    def _all_indices(self) -> list[int]:
         if self.inner is not None:
             return list(self.inner)
         if not self.shuffle:
@@ -77,7 +94,7 @@ class EpochSampler(Sampler):
 
     def __len__(self) -> int:
         total = len(self.inner) if self.inner is not None else self.num_samples
-        return max(total - self.start, 0)
+        return max(self._kept(total) - self.start, 0)
 
 
 def _seed_cpu_rngs(seed: int) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import os
 import pickle
 import re
@@ -38,11 +39,16 @@ WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DataParallel/DDP, torch.compile
 _WRAPPER_HOP = re.compile(r"(?:^|(?<=\.))(?:module|_orig_mod)\.")  # 'features.module.0.weight': a wrapped submodule
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colours and bold in torch's messages
 # What torch.load(weights_only=True) accepts besides tensors and the types in get_safe_globals().
+_NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}  # a full disk, or a full quota
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray, torch.device, torch.dtype, torch.Size)
 
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, corrupt, unsafe, or for another model."""
+
+
+class DiskFullError(OSError):
+    """A file could not be written for lack of space (or quota); the message names the file."""
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -141,8 +147,12 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *,
         if before_replace is not None:
             before_replace()
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         tmp.unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.errno in _NO_SPACE:
+            full = DiskFullError(f"no space left on device: cannot write {path}")
+            full.errno = error.errno
+            raise full from None
         raise
     _fsync_directory(path.parent)
 

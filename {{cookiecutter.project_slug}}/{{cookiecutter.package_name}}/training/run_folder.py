@@ -8,14 +8,21 @@
   by `torchrun --max-restarts` or requeued by a scheduler re-runs the same command and continues.
 - `--resume PATH` without `--out`: the run continues in PATH's folder.
 
-Decisions only (`plan`); rank 0 makes them and train.py shares them with the other ranks.
+Decisions (`plan`) are made by rank 0 and shared with the other ranks. Before the first file is
+written, rank 0 `claim`s the folder: it creates a new runs/<timestamp> exclusively (another run
+that started in the same second gets a suffix) and takes an OS lock (`flock`) on `OUT/.lock`
+for as long as the run lasts. The lock belongs to the open file, so the kernel releases it when
+the process ends in any way, SIGKILL included: no stale lock is ever left to clear by hand. A
+second run on a locked folder is refused (RunDirError, exit 2) before it writes anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -23,6 +30,7 @@ from ..errors import ConfigError
 RUNS_ROOT = Path("runs")
 LATEST = "latest"
 RUN_FILES = ("last.pt", "best.pt", "metrics.csv", "curves.png")  # what --overwrite removes
+LOCK_FILE = ".lock"
 
 
 class RunDirError(ConfigError):
@@ -54,10 +62,28 @@ def new_run_name(root: Path = RUNS_ROOT) -> str:
     return name
 
 
+def resume_source(out: str | None, resume: str | None) -> str | None:
+    """The checkpoint a run with these --out and --resume continues (None: it starts afresh); reads nothing."""
+    if resume == "auto":
+        return str(Path(out) / "last.pt") if out is not None and (Path(out) / "last.pt").is_file() else None
+    return resume
+
+
+def _check_writable_place(folder: Path) -> None:
+    """Refuse an --out that is a file, or inside one (RunDirError)."""
+    for place in (folder, *folder.parents):
+        if place.exists():
+            if not place.is_dir():
+                raise RunDirError(f"--out {folder}: {place} is a file, not a folder")
+            return
+
+
 def plan(out: str | None, resume: str | None, overwrite: bool) -> Plan:
     """Decide the run folder and the checkpoint to continue from; raise RunDirError/ConfigError when unsafe."""
     if resume is not None and overwrite:
         raise ConfigError("--overwrite starts afresh; it cannot be combined with --resume")
+    if out is not None:
+        _check_writable_place(Path(out))
     if resume == "auto":
         if out is None:
             raise ConfigError("--resume auto needs --out DIR: the folder a restarted job continues in")
@@ -75,6 +101,58 @@ def plan(out: str | None, resume: str | None, overwrite: bool) -> Plan:
         raise RunDirError(f"{folder} holds another run's checkpoints; continue it with --resume {folder} "
                           f"(or --resume auto), or replace it with --overwrite")
     return Plan(folder, None)
+
+
+def _create(plan: Plan) -> Path:
+    """The plan's folder, made now: a new runs/<timestamp> exclusively (a suffix when taken), any other as needed."""
+    if not plan.link_latest:
+        plan.out.mkdir(parents=True, exist_ok=True)
+        return plan.out
+    plan.out.parent.mkdir(parents=True, exist_ok=True)
+    folder = plan.out
+    while True:
+        try:
+            folder.mkdir()  # not exist_ok: two runs started in the same second must not share a folder
+            return folder
+        except FileExistsError:
+            folder = plan.out.parent / new_run_name(plan.out.parent)
+
+
+def _lock(folder: Path):
+    """An open OUT/.lock holding an exclusive flock (None where the OS has no flock); RunDirError when taken."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; the folder is not locked there
+        return None
+    handle = open(folder / LOCK_FILE, "a")  # never truncated: the file only carries the lock
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise RunDirError(f"{folder} is in use by another training run (it holds {folder / LOCK_FILE}); "
+                          "wait for it to end, or choose another --out") from None
+    return handle
+
+
+@contextlib.contextmanager
+def claim(plan: Plan, overwrite: bool = False) -> Iterator[Path]:
+    """Create and lock the plan's folder for the duration of the block; yield the folder (RunDirError if not ours).
+
+    A fresh start checks again, under the lock, that no other run has left a checkpoint there since `plan`.
+    """
+    try:
+        folder = _create(plan)
+        handle = _lock(folder)
+    except OSError as error:  # a read-only file system, no permission, a file in the way, a full disk
+        raise RunDirError(f"cannot write the run folder {plan.out}: {error.strerror or error}") from None
+    try:
+        if plan.resume is None and not overwrite and holds_checkpoint(folder):
+            raise RunDirError(f"{folder} holds another run's checkpoints, written while this run was starting; "
+                              f"continue it with --resume {folder}, or replace it with --overwrite")
+        yield folder
+    finally:
+        if handle is not None:
+            handle.close()  # releases the lock
 
 
 def clear_run_files(folder: Path) -> None:

@@ -91,11 +91,23 @@ def save(path: str | os.PathLike, state: dict[str, Any], *, before_replace: Call
 def read(path: str | os.PathLike, map_location: torch.device | str = "cpu") -> dict[str, Any]:
     """Load a training checkpoint (a file, or a run directory's last.pt) and check it is one of ours."""
     state = checkpoint.load_checkpoint(path, map_location=map_location)
+    check_layout(state, path)
+    return state
+
+
+def check_layout(state: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse (CheckpointError) a dict without this project's keys, or with them holding the wrong kinds of value."""
     missing = [key for key in REQUIRED_KEYS if key not in state]
     if missing:
         raise checkpoint.CheckpointError(f"{path} was not written by this project's train.py "
                                          f"(no {', '.join(missing)})")
-    return state
+    kinds = {"model": dict, "config": dict, "class_names": (list, tuple), "image_size": int}
+    wrong = [f"{key} is a {type(state[key]).__name__}" for key, kind in kinds.items()
+             if not isinstance(state[key], kind) or isinstance(state[key], bool)]
+    if not wrong and not all(isinstance(name, str) for name in state["class_names"]):
+        wrong = ["class_names holds a value that is not a string"]
+    if wrong:
+        raise checkpoint.CheckpointError(f"{path} is not a checkpoint of this project's train.py: {'; '.join(wrong)}")
 
 
 def model_from_state(state: dict[str, Any], device: torch.device, source: str = "checkpoint") -> Classifier:
