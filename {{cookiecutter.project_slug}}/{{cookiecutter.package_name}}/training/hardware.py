@@ -25,7 +25,14 @@ class Hardware:
 
     @classmethod
     def create(cls, device: torch.device, precision: str = "fp32", channels_last: bool = False) -> Hardware:
-        """The handle for `device` under `precision` (fp32 | fp16 | bf16), NHWC when `channels_last`."""
+        """The handle for `device` under `precision` (fp32 | fp16 | bf16), NHWC when `channels_last`.
+
+        On CUDA it also turns on cuDNN's autotuner: the loops feed fixed-size batches, so each shape's
+        fastest kernels are timed once and reused. Not where deterministic algorithms were asked for
+        (torch.use_deterministic_algorithms): the autotuner may pick differently from run to run.
+        """
+        if device.type == "cuda":
+            torch.backends.cudnn.benchmark = not torch.are_deterministic_algorithms_enabled()
         policy = make_policy(precision, device)
         memory_format = torch.channels_last if channels_last else torch.contiguous_format
         return cls(device, policy, policy.grad_scaler(), memory_format)
