@@ -45,3 +45,13 @@ def test_benchmarks_refuse_a_bad_device_with_one_line_and_exit_2():
     result = run_script("loop_overhead.py", "--device", "tpu")
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow  # a subprocess: importing torch costs seconds
+def test_pipeline_vs_memory_prints_both_feeds_and_their_median_ratio():
+    """pipeline_vs_memory.py exits 0 with images/s fed by the run's JPEG loader and from memory, and the ratio."""
+    result = run_script("pipeline_vs_memory.py", "--device", "cpu", "--images", "8", "--image-size", "32",
+                        "--batch-size", "4", "--repeats", "1", "--warmup", "0")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^ *pipeline: .*median [\d.]+$", result.stdout, re.MULTILINE)
+    assert re.search(r"median ratio pipeline / in memory: \d+\.\d+", result.stdout)

@@ -35,6 +35,14 @@ def configure_device(cli_value: str | None = None) -> torch.device:
     return DEVICE
 
 
+def default_workers(most: int = 8) -> int:
+    """Loader workers for one process: the cores it may use, shared by the ddp ranks on this node, one left
+    for the process itself, at most `most`."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    local_ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))  # set by torchrun
+    return max(0, min(most, cores // local_ranks - 1))
+
+
 @dataclasses.dataclass
 class TrainConfig:
     """Everything a training run depends on; saved as config.json and inside checkpoints."""
@@ -46,7 +54,7 @@ class TrainConfig:
     lr: float = 2e-3
     weight_decay: float = 0.05
     label_smoothing: float = 0.0
-    workers: int = 0  # DataLoader worker processes; 0 decodes in the main process
+    workers: int = dataclasses.field(default_factory=default_workers)  # loader processes; 0: decode in this one
     seed: int = 0
     image_size: int | None = None  # None: the demo's size, the weights' preprocessing, or the data's typical size
     backbone: str = "{{ cookiecutter.backbone }}"

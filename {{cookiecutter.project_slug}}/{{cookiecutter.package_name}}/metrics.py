@@ -1,7 +1,8 @@
 """Classification metrics from a confusion matrix that is accumulated on the device.
 
-`update_confusion` adds a batch with one `torch.bincount` on whatever device the logits are
-on; nothing is read back until the caller asks for the final matrix (one host sync).
+`update_confusion` adds a batch with one `index_put_` on whatever device the logits are on (not
+`bincount`, whose output size depends on the data and so waits for the device); nothing is read back
+until the caller asks for the final matrix (one host sync per pass).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ def new_confusion(num_classes: int, device: torch.device) -> torch.Tensor:
 def update_confusion(matrix: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Add one batch of predicted and true class indices (each (B,)) to `matrix`, in place."""
     num_classes = matrix.shape[0]
-    # Each (true, predicted) pair becomes one flat cell index; bincount counts them all at once.
+    # Each (true, predicted) pair becomes one flat cell index; accumulating index_put_ counts them all at once.
     cells = targets.to(matrix.device) * num_classes + predictions.to(matrix.device)  # (B,)
-    matrix += torch.bincount(cells, minlength=num_classes * num_classes).view(num_classes, num_classes)
+    ones = torch.ones_like(cells, dtype=matrix.dtype)
+    matrix.view(-1).index_put_((cells,), ones, accumulate=True)
     return matrix
 
 

@@ -57,7 +57,8 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
                    "the fraction of each class that validates (stratified, seeded by --seed)" + _default("val_split"))
     g.add_argument("--image-size", type=int, help=f"default: {DEMO_IMAGE_SIZE} for the demo data; the weights' crop "
                                                   "when pretrained; else the data's typical image size")
-    g.add_argument("--workers", type=int, help="DataLoader worker processes" + _default("workers"))
+    g.add_argument("--workers", type=int, help="DataLoader worker processes (default: the cores this process may use "
+                   "per ddp rank on the node, less one, at most 8; here " + f"{config.default_workers()})")
     g.add_argument("--cache-images", action="store_true",
                    help="decode the data once into memory (uint8, resized) so small runs are compute-bound")
     g.add_argument("--cache-budget-mb", type=int, help="memory --cache-images may use" + _default("cache_budget_mb"))

@@ -20,9 +20,14 @@ def ignore_sigint_in_worker(worker_id: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+PREFETCH_BATCHES = 4  # per worker: enough queued batches to ride out a slow image without idling the device
+
+
 def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
                  workers: int = 0, seed: int = 0, sampler=None) -> DataLoader:
     """A DataLoader that pins memory iff the device is a GPU and keeps workers alive across epochs.
+
+    Each worker keeps PREFETCH_BATCHES batches ready ahead of the step that needs them.
 
     For training, shuffle order and augmentation are functions of (seed, epoch, index), so a
     resumed run redraws exactly what an uninterrupted one drew (see sampling.py); call
@@ -41,6 +46,7 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
         num_workers=workers,
         pin_memory=pins_memory(device),
         persistent_workers=workers > 0,
+        prefetch_factor=PREFETCH_BATCHES if workers > 0 else None,
         drop_last=False,
         generator=generator,
         worker_init_fn=ignore_sigint_in_worker if workers > 0 else None,

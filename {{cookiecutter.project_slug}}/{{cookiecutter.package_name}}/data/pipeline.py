@@ -19,7 +19,7 @@ from .demo import DEMO_ROOT, write_demo_dataset
 from .folders import DataError, class_counts, load_splits
 from .loaders import build_loader
 from .preprocessing import choose_preprocessing
-from .transforms import Preprocessing
+from .transforms import Preprocessing, build_transforms
 from .unreadable import ReportingLoader, SkipUnreadable, UnreadableLog
 
 
@@ -67,9 +67,15 @@ def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = No
     if cfg.cache_images:  # decode once: small runs become compute-bound (see cache.py); cached data has no bad files
         train_set, val_set = cache_splits(train_set, val_set, preprocessing.image_size, cfg.cache_budget_mb,
                                           cfg.workers)
+        geometry = Preprocessing(preprocessing.image_size)  # the cached images are already resized and cropped
     else:
+        geometry = preprocessing
         train_set, val_set = SkipUnreadable(train_set), SkipUnreadable(val_set)
-    unreadable = UnreadableLog({"train": len(train_set), "val": len(val_set)}, cfg.max_bad_fraction)
+    # uint8 out of the loader, float on the device (training/hardware.py): the same per-sample randomness
+    for dataset, train in ((train_set, True), (val_set, False)):
+        inner = dataset.dataset if isinstance(dataset, SkipUnreadable) else dataset
+        inner.transform = build_transforms(geometry, train, normalize=False)
+        unreadable = UnreadableLog({"train": len(train_set), "val": len(val_set)}, cfg.max_bad_fraction)
     report = on_unreadable or (lambda split, path, reason: None)
     train_loader = build_loader(train_set, cfg.batch_size, device, train=True, workers=cfg.workers, seed=cfg.seed,
                                 sampler=train_sampler(train_set, cfg.seed))

@@ -1,7 +1,7 @@
 """Processes training together under torchrun: the process group, ranks, and the collectives the run uses.
 
 Only rank 0 prints and writes files; epoch totals are summed over ranks; the ranks agree at
-every step on stopping and saving.
+every step on stopping and saving, over a host-side (gloo) group that never waits for the GPU.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from torch.utils.data import DistributedSampler
 from ..devkit.checkpoint import unwrap
 
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_CONTROL: dict[str, dist.ProcessGroup | None] = {}  # "group": the host-side group of this process group, once made
 
 
 def launched_by_torchrun() -> bool:
@@ -66,6 +67,7 @@ def start_distributed(mode: str, device: torch.device) -> None:
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
     if attempt is None:
         dist.init_process_group(backend=backend, device_id=device_id)
+        control_group()  # made here, where every rank makes it in the same order
         return
     # A process restarted by `torchrun --max-restarts` meets the others in the agent's store, which
     # still holds the previous attempt's peer addresses under the same keys: a rank that reads one
@@ -74,12 +76,25 @@ def start_distributed(mode: str, device: torch.device) -> None:
     store, rank, size = next(dist.rendezvous("env://"))
     dist.init_process_group(backend=backend, device_id=device_id, rank=rank, world_size=size,
                             store=dist.PrefixStore(f"attempt_{attempt}/", store))
+    control_group()
+
+
+def control_group() -> dist.ProcessGroup | None:
+    """The group for host-side agreements (stop, save): gloo on CPU tensors, so no collective waits for the GPU.
+
+    None means the default group, already gloo (a CPU run). Every rank must first call it at the same
+    point (start_distributed does), as for any new group.
+    """
+    if "group" not in _CONTROL:
+        _CONTROL["group"] = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+    return _CONTROL["group"]
 
 
 def stop_distributed() -> None:
     """Leave the process group, if one was joined; called in a finally, so also after errors."""
     if is_distributed():
         dist.destroy_process_group()
+    _CONTROL.clear()
 
 
 def barrier() -> None:
@@ -121,16 +136,17 @@ def first_on_any_rank(value: int | None) -> int | None:
     return next((v for v in values if v is not None), None)
 
 
-def max_on_any_rank(values: list[int], device: torch.device) -> list[int]:
+def max_on_any_rank(values: list[int]) -> list[int]:
     """Each value's maximum over all ranks (unchanged when not distributed), e.g. a stop signal at a step.
 
-    One small all-reduce on the run's `device` (nccl needs the GPU): cheap enough to run after every
-    optimizer step, so ranks stop at the same one.
+    One small all-reduce of a CPU tensor over the gloo control group: the ranks' host threads meet,
+    the GPU's queue is never drained, so it is cheap enough after every optimizer step and ranks stop
+    at the same one.
     """
     if not is_distributed():
         return list(values)
-    flags = torch.tensor(values, dtype=torch.long, device=device)
-    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    flags = torch.tensor(values, dtype=torch.long)  # on the CPU: reading it back waits for no device
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=control_group())
     return flags.tolist()
 
 

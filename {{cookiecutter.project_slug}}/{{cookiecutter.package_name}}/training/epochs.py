@@ -7,11 +7,15 @@ step (its mid-epoch checkpoint written) or after an epoch's checkpoint is writte
 from __future__ import annotations
 
 import functools
+import os
+import secrets
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from .. import outputs, plots
+from .. import outputs
 from . import distributed, loop, recipe, run_state, seeding, stopping, tracking, wrapping
 from .pause_points import pause_point
 from .run import Run
@@ -20,11 +24,12 @@ from .run import Run
 def at_step_boundary(run: Run, out: Path, epoch: int, step: int, totals: loop.RunningTotals) -> None:
     """After each optimizer step: save a mid-epoch last.pt when a signal came or the clock says so, and stop.
 
-    Under ddp every rank takes the same decision at the same step (one small all-reduce), so the
-    ranks stop together and the checkpoint holds a step every rank completed.
+    Under ddp every rank takes the same decision at the same step (one small all-reduce of host values
+    over the gloo control group: the device is never waited for), so the ranks stop together and the
+    checkpoint holds a step every rank completed.
     """
     pause_point(f"step:{epoch}:{step}", until=run.stop)
-    signum, save_due = distributed.max_on_any_rank([run.stop.signum or 0, int(run.save_clock.due())], run.device)
+    signum, save_due = distributed.max_on_any_rank([run.stop.signum or 0, int(run.save_clock.due())])
     if signum or save_due:
         epoch_totals = totals.saved()  # a collective under ddp: every rank calls it
         if distributed.is_main_process():
@@ -86,8 +91,38 @@ def open_logger(run: Run, out: Path) -> None:
         run.logger = tracking.open_logger(run.cfg.logger, out, purge_step=first_step, hparams=run.cfg.to_dict())
 
 
+def _same_bytes(source: Path, target: Path, before_replace: Callable[[], None]) -> None:
+    """Give `target` the bytes of `source` (already fsynced) atomically: a hard link, else a copy.
+
+    The temp name follows checkpoint.atomic_file's (`.NAME.*.tmp`), so a kill leaves nothing that
+    checkpoint.remove_partial_writes would not clear. Files here are only ever replaced, never written
+    in place, so two names for one inode stay correct when either is replaced later.
+    """
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError:  # a file system without hard links: copy the bytes instead
+            shutil.copyfile(source, tmp)
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+        before_replace()
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if os.name == "posix":  # make the new name durable, as atomic_file does
+        folder = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+
 def save_epoch(run: Run, row: dict, out: Path) -> None:
     """Write last.pt, best.pt when validation improved, metrics.csv and curves.png."""
+    from .. import plots  # matplotlib only loads when a run gets this far (not for --help or a refused flag)
+
     run.rows.append(row)
     score, weights = recipe.epoch_score(row)
     improved = score > run.best_acc
@@ -100,9 +135,13 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
     plots.save_figure(plots.curves_figure(run.rows), out / "curves.png")
     # last.pt is written last: it is the commit point that --resume continues from, so a kill
     # before it only repeats this epoch (and rewrites the same metrics and best.pt).
-    for name in ("best.pt", "last.pt") if improved else ("last.pt",):
-        pause = functools.partial(pause_point, f"save:{name}:{row['epoch']}")
-        run_state.save(out / name, best if name == "best.pt" else state, before_replace=pause)
+    pauses = {name: functools.partial(pause_point, f"save:{name}:{row['epoch']}") for name in ("best.pt", "last.pt")}
+    if improved:
+        run_state.save(out / "best.pt", best, before_replace=pauses["best.pt"])
+    if improved and best is state:  # the same state: its bytes once, not a second serialisation and write
+        _same_bytes(out / "best.pt", out / "last.pt", before_replace=pauses["last.pt"])
+    else:
+        run_state.save(out / "last.pt", state, before_replace=pauses["last.pt"])
     run.save_clock.reset()
 
 

@@ -11,7 +11,8 @@ import math
 
 import torch
 from torch import nn
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+from torch.optim.swa_utils import AveragedModel
+from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 from torchvision.transforms import v2
 
 from ..devkit import module_device
@@ -38,9 +39,12 @@ def check_config(cfg) -> list[str]:
 
 
 def make_optimizer(model: nn.Module, cfg) -> torch.optim.AdamW:
-    """AdamW over the backbone and head groups (--backbone-lr-scale)."""
+    """AdamW over the backbone and head groups (--backbone-lr-scale), fused where the device has the kernel."""
+    # Fused: one kernel for all parameters, its step counts stay on the device (the for-loop version reads
+    # each back with .item()), and GradScaler hands it found_inf instead of reading it back every step.
+    fused = module_device(model).type in _get_fused_kernels_supported_devices()
     return torch.optim.AdamW(parameter_groups(model, cfg.lr, cfg.backbone_lr_scale), lr=cfg.lr,
-                             weight_decay=cfg.weight_decay)
+                             weight_decay=cfg.weight_decay, fused=fused or None)
 
 
 def optimizer_steps_per_epoch(batches_per_epoch: int, accum_steps: int) -> int:
@@ -119,11 +123,40 @@ def warmup_cosine(optimizer: torch.optim.Optimizer, *, warmup_steps: int, total_
     return torch.optim.lr_scheduler.LambdaLR(optimizer, WarmupCosine(warmup_steps, total_steps))
 
 
-def make_ema(model: nn.Module, decay: float) -> AveragedModel:
+class DeviceEMA(AveragedModel):
+    """An exponential moving average of a model's weights and buffers whose update never waits for the device.
+
+    torch's AveragedModel asks `n_averaged == 0` on the host twice per update (a sync on a GPU). Here the
+    first update's copy is a weight chosen on the device: keep = 0 at the first update, `decay` after, and
+    the average becomes keep * average + (1 - keep) * weights with foreach kernels. `module` and
+    `n_averaged` are AveragedModel's, so checkpoints hold what they held.
+    """
+
+    def __init__(self, model: nn.Module, decay: float):
+        # device= puts the counter beside the weights (it would otherwise be born on the CPU).
+        super().__init__(model, device=module_device(model), use_buffers=True)
+        self.decay = decay
+
+    @torch.no_grad()
+    def update_parameters(self, model: nn.Module) -> None:
+        """Move the average towards `model`'s current weights and buffers (a copy at the first update)."""
+        averaged = [*self.module.parameters(), *self.module.buffers()]
+        current = [tensor.detach() for tensor in (*model.parameters(), *model.buffers())]
+        keep = torch.where(self.n_averaged == 0, 0.0, self.decay)  # a 0-dim tensor on the device
+        floats = [(a, c) for a, c in zip(averaged, current, strict=True) if a.is_floating_point()]
+        if floats:
+            ema, now = (list(group) for group in zip(*floats))
+            torch._foreach_mul_(ema, keep)
+            torch._foreach_add_(ema, torch._foreach_mul(now, 1.0 - keep))
+        for a, c in zip(averaged, current, strict=True):
+            if not a.is_floating_point():  # BatchNorm's step counter: averaged, then truncated, as torch does
+                a.copy_(torch.where(keep == 0, c, a * keep + c * (1.0 - keep)))
+        self.n_averaged += 1
+
+
+def make_ema(model: nn.Module, decay: float) -> DeviceEMA:
     """An exponential moving average of `model`'s weights and buffers, on the model's device."""
-    # device= puts AveragedModel's own counter beside the weights (it would otherwise be born on the CPU).
-    return AveragedModel(model, device=module_device(model), multi_avg_fn=get_ema_multi_avg_fn(decay),
-                         use_buffers=True)
+    return DeviceEMA(model, decay)
 
 
 def batch_mixer(mixup: float, cutmix: float, num_classes: int) -> v2.Transform | None:

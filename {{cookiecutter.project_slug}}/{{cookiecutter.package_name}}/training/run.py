@@ -25,7 +25,6 @@ class Run:
 
     def __init__(self, cfg: TrainConfig, device: torch.device):
         self.cfg, self.device = cfg, device
-        self.hw = Hardware.create(device, cfg.precision, cfg.channels_last)
         # The weights' own preprocessing: a checkpoint's when continuing or starting from one
         source = run_state.read(cfg.resume or cfg.init_from) if cfg.resume or cfg.init_from else None
         data = build_loaders(cfg, device, saved=run_state.preprocessing(source) if source else None,
@@ -33,6 +32,9 @@ class Run:
         self.train_loader, self.val_loader, self.class_names = data.train_loader, data.val_loader, data.class_names
         self.preprocessing, self.unreadable = data.preprocessing, data.unreadable
         self.image_size = self.preprocessing.image_size
+        # The loaders yield uint8: the hardware handle makes them float with the preprocessing's normalisation
+        self.hw = Hardware.create(device, cfg.precision, cfg.channels_last, mean=self.preprocessing.mean,
+                                  std=self.preprocessing.std)
         self.model = model.build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device,
                                        image_size=self.image_size).to(memory_format=self.hw.memory_format)
         if cfg.init_from:  # a fresh head where the classes differ
