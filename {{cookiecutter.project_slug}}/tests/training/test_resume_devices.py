@@ -24,7 +24,7 @@ def saved_run(tiny_data, tmp_path_factory):
     cfg = TrainConfig(data=str(tiny_data), device="cpu", pretrained=False, image_size=32, batch_size=4,
                       workers=0, out=str(out / "run"))
     run = Run(cfg, torch.device("cpu"))
-    images, targets = next(iter(run.train_loader))
+    images, targets = run.hw.batch(*next(iter(run.train_loader)))  # uint8 batches become float on the device
     run.loss_fn(run.model(images), targets).backward()
     run.optimizer.step()
     path = out / "last.pt"
@@ -50,12 +50,21 @@ def _optimizer_tensors(run: Run) -> dict[str, set[torch.device]]:
     return found
 
 
-def test_resume_on_an_accelerator_keeps_adamw_step_counters_on_the_cpu(saved_run):
-    """On meta (as on cuda:0) the moments follow the weights; AdamW's `step` stays a CPU tensor, read without a sync."""
+def _step_device(run: Run, device: torch.device) -> torch.device:
+    """Where torch keeps AdamW's step counters: beside the weights when fused or capturable, else on the CPU.
+
+    The groups' flags, not the constructor's: loading a state dict brings the saved run's groups along.
+    """
+    group = run.optimizer.param_groups[0]
+    return device if group.get("fused") or group.get("capturable") else torch.device("cpu")
+
+
+def test_resume_on_an_accelerator_keeps_adamw_step_counters_where_torch_wants_them(saved_run):
+    """On meta (as on cuda:0) the moments follow the weights; AdamW's `step` sits where torch reads it, no sync."""
     meta = torch.device("meta")
     run = _resumed_on(saved_run, meta)
     placed = _optimizer_tensors(run)
-    assert placed["step"] == {torch.device("cpu")}
+    assert placed["step"] == {_step_device(run, meta)}
     assert placed["exp_avg"] == placed["exp_avg_sq"] == {meta}
     assert {parameter.device for parameter in run.model.parameters()} == {meta}
     assert run.start_epoch == 2
@@ -68,5 +77,5 @@ def test_resume_on_a_real_gpu_restores_rng_and_keeps_step_counters_on_the_cpu(sa
     cuda = torch.device("cuda", 0)
     run = _resumed_on(saved_run, cuda)
     placed = _optimizer_tensors(run)
-    assert placed["step"] == {torch.device("cpu")}
+    assert placed["step"] == {_step_device(run, cuda)}
     assert placed["exp_avg"] == {cuda}

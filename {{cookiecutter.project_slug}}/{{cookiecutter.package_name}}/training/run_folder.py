@@ -31,6 +31,22 @@ RUNS_ROOT = Path("runs")
 LATEST = "latest"
 RUN_FILES = ("last.pt", "best.pt", "metrics.csv", "curves.png")  # what --overwrite removes
 LOCK_FILE = ".lock"
+_HELD_LOCKS: set[int] = set()  # descriptors of the run-folder locks this process holds
+
+
+def _drop_locks_in_child() -> None:
+    """After a fork (DataLoader workers): the child closes its copies of the lock descriptors.
+
+    An flock belongs to the open file, which a forked child shares: a persistent worker that outlived
+    the run would otherwise keep the folder locked after the run ended.
+    """
+    for fd in _HELD_LOCKS:
+        os.close(fd)
+    _HELD_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_locks_in_child)
 
 
 class RunDirError(ConfigError):
@@ -131,6 +147,7 @@ def _lock(folder: Path):
         handle.close()
         raise RunDirError(f"{folder} is in use by another training run (it holds {folder / LOCK_FILE}); "
                           "wait for it to end, or choose another --out") from None
+    _HELD_LOCKS.add(handle.fileno())
     return handle
 
 
@@ -152,6 +169,7 @@ def claim(plan: Plan, overwrite: bool = False) -> Iterator[Path]:
         yield folder
     finally:
         if handle is not None:
+            _HELD_LOCKS.discard(handle.fileno())
             handle.close()  # releases the lock
 
 
