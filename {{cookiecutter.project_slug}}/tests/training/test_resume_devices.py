@@ -15,6 +15,8 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.training.run import Run
 
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
+# Loading real weights into a model on meta copies nothing, by design: torch says so once per tensor.
+pytestmark = pytest.mark.filterwarnings("ignore:for .*copying from a non-meta parameter")
 
 
 @pytest.fixture(scope="module")
