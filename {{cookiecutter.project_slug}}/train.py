@@ -111,6 +111,7 @@ def report_start(run: Run, device: torch.device, notes: list[str], verbose: bool
 def train(settled: settings.Settled) -> int:
     """Build everything, then train; nothing is written until all inputs have been checked."""
     tracking.check_available(settled.cfg.logger)
+    torch.set_num_threads(settled.cfg.threads)  # the process's one thread setting, before any work (README: --threads)
     device = config.configure_device(settled.cfg.device)
     cfg, plan, notes = settle_for_run(settled, device)
     seeding.seed_everything(cfg.seed)  # the initial weights too: same seed, same run

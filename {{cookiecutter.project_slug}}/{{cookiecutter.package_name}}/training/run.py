@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -32,6 +33,8 @@ class Run:
                              on_unreadable=self.note_unreadable)
         self.train_loader, self.val_loader, self.class_names = data.train_loader, data.val_loader, data.class_names
         self.preprocessing, self.unreadable = data.preprocessing, data.unreadable
+        # A resumed run augments as its checkpoint did (build_loaders took its preprocessing); record that recipe
+        self.cfg = cfg = dataclasses.replace(cfg, augment=self.preprocessing.augment)
         self.image_size = self.preprocessing.image_size
         self.model = model.build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device,
                                        image_size=self.image_size).to(memory_format=self.hw.memory_format)
