@@ -106,7 +106,7 @@ def test_train_help_exits_zero_and_shows_the_defaults(bake_checks, answers):
     assert result["help_code"] == 0, describe(proc)
     help_text = " ".join(result["help"].split())
     assert "--device" in help_text, help_text
-    for default in ("to train (default: 3)", "(default: 32)", "(default: 0.002)", "(default: light)",
+    for default in ("to train (default: 3)", "(default: 32)", "(default: 0.002)", "(default: none)",
                     "(default: 1)"):
         assert default in help_text, default
 

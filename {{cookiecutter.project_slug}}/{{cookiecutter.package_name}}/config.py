@@ -49,7 +49,7 @@ class TrainConfig:
     workers: int = 0  # DataLoader worker processes; 0 decodes in the main process
     seed: int = 0
     image_size: int | None = None  # None: the demo's size, the weights' preprocessing, or the data's typical size
-    augment: str = "light"  # training augmentation recipe: none | light | standard (data/transforms.py)
+    augment: str = "none"  # training augmentation recipe: none | light | standard (data/transforms.py)
     threads: int = 1  # torch CPU threads (torch.set_num_threads): 1 is fastest on a shared or small machine
     backbone: str = "{{ cookiecutter.backbone }}"
     pretrained: bool = {{ "True" if cookiecutter.pretrained == "yes" else "False" }}

@@ -15,8 +15,9 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 # --augment: each recipe is a list of v2 ops for the training split, chosen by name. `light` shifts, turns and
 # scales a little without mirroring, so digits, text and most scans stay what they are; `standard` adds
-# mirror images and larger crops (natural photos). Measured on two real small datasets: README.md.
-DEFAULT_AUGMENT = "light"
+# mirror images and larger crops (natural photos). The default is `none`: on real small datasets it reached
+# the best accuracy in 5 epochs (digits: none 99.4%, light 98.1%, standard 92.5% after 2 of 5; README.md).
+DEFAULT_AUGMENT = "none"
 LEGACY_AUGMENT = "standard"  # what checkpoints written before --augment existed trained with
 
 
