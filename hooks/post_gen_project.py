@@ -31,14 +31,19 @@ def main() -> int:
         os.rmdir(scripts)
     slug = ANSWERS["project_slug"]
     print(
-        f"\nCreated {slug}. Next:\n"
+        f"\nCreated {slug}. Next (README.md has the details):\n"
         f"  cd {slug}\n"
+        "  python3 -m venv .venv && . .venv/bin/activate\n"
+        "  python -m pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+        "  # CPU-only machine only\n"
         "  python -m pip install -e '.[test]'\n"
-        "  python train.py --epochs 3          # trains on the built-in demo data\n"
-        "  python evaluate.py runs/latest       # accuracy, per-class table, confusion matrix\n"
-        "  python predict.py runs/latest IMAGE  # label and probability per image\n"
-        "  python -m pytest                     # the device-consistency suite\n"
-        f"  python -m {ANSWERS['package_name']}.devkit    # what devices this machine has\n"
+        "  python train.py --epochs 3                # trains on the built-in demo data\n"
+        "  python evaluate.py runs/latest/best.pt    # accuracy, per-class table, confusion matrix\n"
+        "  python predict.py runs/latest/best.pt data/demo/val/circle --topk 2\n"
+        "  python -m pytest                          # the device-consistency suite\n"
+        f"  python -m {ANSWERS['package_name']}.devkit          # what devices this machine has\n"
+        "runs/latest is the newest run made without --out; a run with --out DIR leaves it alone: "
+        "use DIR/best.pt.\n"
     )
     return 0
 

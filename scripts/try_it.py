@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntrain.py exited with {code}.")
     if code == 0:
         print(f"Checkpoints, metrics.csv and the curves are in {out}")
-        print(f"Next: cd {project} && {Path(sys.executable).name} -m pytest")
+        # The interpreter that trained (the template's uv environment), not whatever `python` is on PATH
+        print(f"Next: cd {project} && {sys.executable} -m pytest")
     return code
 
 

@@ -1,6 +1,7 @@
 """Measure a trained checkpoint on an ImageFolder split: accuracy, per-class table, confusion matrix.
 
-    python evaluate.py runs/latest/best.pt --data path/to/data --split val
+    python evaluate.py runs/latest/best.pt                     # the data, split and preprocessing it trained on
+    python evaluate.py runs/exp1/best.pt --data other/data --split test
 
 Prints accuracy and loss, a precision/recall table per class, and writes the confusion
 matrix as a PNG (default: confusion_<split>.png beside the checkpoint, or --out) and a grid of
@@ -28,7 +29,8 @@ def get_args_parser() -> argparse.ArgumentParser:
     """The evaluation flags."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
-    p.add_argument("--data", default=None, help="ImageFolder root (default: the demo data)")
+    p.add_argument("--data", default=None, help="ImageFolder root (default: the data the checkpoint was trained "
+                                                "on, as its config records it; the demo data for a demo run)")
     p.add_argument("--split", default="val", help="sub-folder of --data to measure (default: val)")
     p.add_argument("--batch-size", type=int, default=None, help="default: the training run's batch size")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
@@ -55,6 +57,12 @@ def report_unreadable(found: set[str], path: str, reason: str) -> None:
         print(f"warning: skipping unreadable image {path}: {reason}", file=sys.stderr)
 
 
+def data_root(flag: str | None, trained: dict) -> Path:
+    """--data if given, else the data the checkpoint's run trained on, else (a demo run) the demo data."""
+    recorded = trained.get("data")
+    return Path(flag or recorded) if flag or recorded else data.DEMO_ROOT
+
+
 def run(args: argparse.Namespace) -> int:
     """Print accuracy, loss and the per-class table; write the confusion-matrix PNG."""
     from {{ cookiecutter.package_name }}.plots import confusion_figure, mistakes_figure, save_figure
@@ -73,9 +81,9 @@ def run(args: argparse.Namespace) -> int:
         print(note)
     hw = Hardware.create(device, precision_name, bool(trained.get("channels_last")))
     model = model.to(memory_format=hw.memory_format)
-    # Preprocessing and the --val-split division of a folder of class folders, as training had them
+    # The data, its preprocessing and the --val-split division of a folder of class folders, as training had them
     prep = run_state.preprocessing(state)
-    dataset = data.image_folder(Path(args.data) if args.data else data.DEMO_ROOT, args.split, prep, train=False,
+    dataset = data.image_folder(data_root(args.data, trained), args.split, prep, train=False,
                                 val_split=run_state.val_split(state), seed=trained.get("seed", 0))
     if dataset.classes != class_names:
         raise data.DataError(f"{args.split}/ holds classes {dataset.classes}, but the checkpoint knows {class_names}")

@@ -143,6 +143,7 @@ def report_start(run: Run, device: torch.device, notes: list[str], verbose: bool
 
 def train(settled: settings.Settled) -> int:
     """Build everything, then train; nothing is written until all inputs have been checked."""
+    torch.set_num_threads(settled.cfg.threads)  # the process's one thread setting, before any work (README: --threads)
     device = config.configure_device(settled.cfg.device)
     if device.type == "meta":
         raise ConfigError("--device meta holds no data: it can build a model, not train one; use cpu or an accelerator")

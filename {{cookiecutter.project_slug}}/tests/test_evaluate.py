@@ -40,6 +40,21 @@ def test_evaluate_prints_accuracy_and_a_row_per_class_and_writes_the_png(checkpo
         assert np.asarray(image.convert("RGB")).std() > 10
 
 
+def test_evaluate_without_data_measures_the_data_the_checkpoint_trained_on(checkpoint, tmp_path, capsys):
+    """No --data: the checkpoint's recorded data folder and --val-split, not the demo data (whose classes differ)."""
+    write_demo_dataset(tmp_path / "demo", train_per_class=5, val_per_class=1, image_size=32, seed=1)
+    flat = tmp_path / "shapes"  # class folders without train/ and val/, split 4:1 by --val-split 0.2
+    flat.mkdir()
+    for index, name in enumerate(CLASSES):
+        (tmp_path / "demo" / "train" / name).rename(flat / f"kind{index}")
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    state["config"] = {**state["config"], "data": str(flat), "val_split": 0.2}
+    state["class_names"] = [f"kind{index}" for index in range(len(CLASSES))]
+    torch.save(state, tmp_path / "best.pt")
+    assert evaluate.main([str(tmp_path / "best.pt"), "--device", "cpu"]) == 0
+    assert "(4 images, 4 classes" in capsys.readouterr().out  # one of each class's five images validates
+
+
 @pytest.fixture(scope="module")
 def imbalanced_run(tmp_path_factory):
     """A real two-epoch run on imbalanced data (6:3:2:1 train images per class) with label smoothing,

@@ -11,6 +11,7 @@ from conftest import train_one_thread
 import train
 from {{ cookiecutter.package_name }} import settings
 from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.outputs import read_metrics
 
 TIMINGS = ("epoch_time_s", "images_per_s")
@@ -86,3 +87,10 @@ def test_unreadable_config_file_is_one_line_and_exit_2(tmp_path, capsys):
         code = train.main(["--config", str(path), "--out", str(tmp_path / "run")])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and reason in err[0]
+
+
+def test_threads_default_to_one_and_must_be_positive():
+    """--threads N is settled into the config (default 1); 0 is refused with a ConfigError."""
+    assert settings.settle([]).cfg.threads == 1 and settings.settle(["--threads", "3"]).cfg.threads == 3
+    with pytest.raises(ConfigError, match="--threads"):
+        settings.settle(["--threads", "0"])

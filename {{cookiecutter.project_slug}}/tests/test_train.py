@@ -114,3 +114,12 @@ def test_run_files_get_the_permissions_a_plain_open_would_give(trained_run, tmp_
     modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in trained_run.iterdir() if path.is_file()}
     assert {"last.pt", "best.pt", "metrics.csv", "config.json", "curves.png"} <= modes.keys()
     assert set(modes.values()) == {expected}, modes
+
+
+def test_threads_flag_sets_torchs_thread_count_before_anything_else(monkeypatch, tmp_path):
+    """--threads N reaches torch.set_num_threads, before the device is even resolved (the default: one thread)."""
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    assert train.main(["--threads", "3", "--device", "tpu", "--out", str(tmp_path / "run")]) == 2
+    assert train.main(["--device", "tpu", "--out", str(tmp_path / "run")]) == 2
+    assert calls == [3, 1]

@@ -57,6 +57,8 @@ class TrainConfig:
     workers: int = dataclasses.field(default_factory=default_workers)  # loader processes; 0: decode in this one
     seed: int = 0
     image_size: int | None = None  # None: the demo's size, the weights' preprocessing, or the data's typical size
+    augment: str = "none"  # training augmentation recipe: none | light | standard (data/transforms.py)
+    threads: int = 1  # torch CPU threads (torch.set_num_threads): 1 is fastest on a shared or small machine
     backbone: str = "{{ cookiecutter.backbone }}"
     pretrained: bool = {{ "True" if cookiecutter.pretrained == "yes" else "False" }}
     precision: str = "{{ cookiecutter.default_precision }}"  # fp32 | fp16 | bf16

@@ -17,11 +17,13 @@ import math
 from . import backbones, config
 from .config_file import read_config_file
 from .data import DEMO_IMAGE_SIZE
+from .data.transforms import AUGMENTATIONS
 from .errors import ConfigError
 from .training import recipe
 from .training.tracking import LOGGERS
 
-CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": LOGGERS}
+CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": LOGGERS,
+           "augment": tuple(AUGMENTATIONS)}
 MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
 MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch would fail on file handles instead
 
@@ -31,6 +33,7 @@ MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch w
 MAY_CHANGE_ON_RESUME = frozenset({
     "epochs", "workers", "device", "logger", "save_every_minutes", "max_bad_fraction", "data", "out", "resume",
     "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
+    "threads",
 })
 
 
@@ -57,6 +60,9 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
                    "the fraction of each class that validates (stratified, seeded by --seed)" + _default("val_split"))
     g.add_argument("--image-size", type=int, help=f"default: {DEMO_IMAGE_SIZE} for the demo data; the weights' crop "
                                                   "when pretrained; else the data's typical image size")
+    g.add_argument("--augment", choices=CHOICES["augment"], help="training augmentation: none; light (small "
+                   "shifts, turns and zooms, no mirroring: digits, text, scans); standard (random crops and "
+                   "horizontal flips: photos)" + _default("augment"))
     g.add_argument("--workers", type=int, help="DataLoader worker processes (default: the cores this process may use "
                    "per ddp rank on the node, less one, at most 8; here " + f"{config.default_workers()})")
     g.add_argument("--cache-images", action="store_true",
@@ -133,6 +139,8 @@ def _device_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--channels-last", action="store_true",
                    help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
+    g.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch's own operations; more "
+                   "pays only on an otherwise idle machine with N free cores" + _default("threads"))
     g.add_argument("--verbose", action="store_true", help="print the model's device report, and tracebacks on failure")
     g.add_argument("--debug-devices", action="store_true",
                    help="guard every submodule: a misplaced input names the submodule and both devices")
@@ -151,6 +159,8 @@ def check(cfg: config.TrainConfig) -> None:
     for name in ("epochs", "batch_size"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
+    if cfg.threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {cfg.threads}")
     if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
         raise ConfigError("--workers must be >= 0 and --image-size >= 16")
     if cfg.workers > MAX_WORKERS:

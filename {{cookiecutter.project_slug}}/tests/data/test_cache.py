@@ -8,6 +8,7 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.cache import cache_megabytes, cache_splits, check_budget
 from {{ cookiecutter.package_name }}.data.folders import DataError, class_counts, load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
+from {{ cookiecutter.package_name }}.data.transforms import Preprocessing
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +16,8 @@ def splits(tiny_data):
     """The tiny data's splits at 24 px, from files and from the cache."""
     train_set, val_set = load_splits(tiny_data, image_size=24)
     budget_mb = TrainConfig().cache_budget_mb
-    return (train_set, val_set), cache_splits(train_set, val_set, image_size=24, budget_mb=budget_mb)
+    augmenting = Preprocessing(24, augment="standard")  # random crops and flips, for the test that they still run
+    return (train_set, val_set), cache_splits(train_set, val_set, augmenting, budget_mb=budget_mb)
 
 
 def test_cache_holds_every_image_once_as_resized_uint8(splits):
@@ -44,7 +46,7 @@ def test_cached_validation_images_equal_the_decoded_files(splits):
 
 
 def test_cached_training_batches_are_normalised_float_and_still_augmented(splits):
-    """Training batches are float (B, 3, S, S); random crops still differ between two passes."""
+    """Training batches are float (B, 3, S, S); an augmenting recipe's random crops still differ between passes."""
     _, (cached_train, _) = splits
     torch.manual_seed(0)
     first = cached_train[0][0]

@@ -11,6 +11,7 @@ from torch.utils.data import DistributedSampler
 from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.data.sampling import EpochSampler, SeededSamples, derive_seed
+from {{ cookiecutter.package_name }}.data.transforms import Preprocessing
 from {{ cookiecutter.package_name }}.training.seeding import rng_state, seed_epoch, set_rng_state
 
 CPU = torch.device("cpu")
@@ -47,7 +48,7 @@ def test_an_inner_distributed_sampler_chooses_the_indices_and_follows_set_epoch(
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_fresh_loader_redraws_exactly_what_a_long_lived_one_drew(tiny_data, workers):
     """Epoch 2's augmented batches are the same whether the loader (and its persistent workers) saw epoch 1 or not."""
-    train_set, _ = load_splits(tiny_data, image_size=32)
+    train_set, _ = load_splits(tiny_data, image_size=Preprocessing(32, augment="standard"))  # random crops and flips
     long_lived = build_loader(train_set, 8, CPU, train=True, workers=workers, seed=1)
     _epoch_batches(long_lived, 1)
     continued = _epoch_batches(long_lived, 2)
@@ -59,7 +60,7 @@ def test_a_fresh_loader_redraws_exactly_what_a_long_lived_one_drew(tiny_data, wo
 
 def test_seeded_samples_leave_the_global_rngs_alone(tiny_data):
     """Drawing a sample in the main process does not consume or reseed the global RNGs (dropout's stream)."""
-    train_set, _ = load_splits(tiny_data, image_size=32)
+    train_set, _ = load_splits(tiny_data, image_size=Preprocessing(32, augment="standard"))  # random crops and flips
     torch.manual_seed(0)
     random.seed(0)
     np.random.seed(0)

@@ -8,6 +8,7 @@ import pickle
 import stat
 import struct
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -378,6 +379,17 @@ def test_save_names_the_key_path_of_an_argparse_namespace_and_a_numpy_number(tmp
     assert "\n" not in str(info.value)
     with pytest.raises(TypeError, match=r"metrics\[1\]\.acc: numpy\.float64 would be refused"):
         save_checkpoint(tmp_path / "c.pt", {"metrics": [{"acc": 0.5}, {"acc": np.float64(0.7)}]})
+
+
+def test_a_refused_path_inside_vars_args_names_str_path_as_the_fix(tmp_path):
+    """vars(args) holding an argparse Path value: the message names str(path), not vars(args) again."""
+    args = argparse.Namespace(lr=0.1, out=Path("runs/exp1"))
+    with pytest.raises(TypeError) as info:
+        save_checkpoint(tmp_path / "c.pt", {"args": vars(args)})
+    assert "args.out: pathlib." in str(info.value) and "store str(path) instead" in str(info.value)
+    assert "vars(args)" not in str(info.value)
+    with pytest.raises(TypeError, match=r"store vars\(args\) instead"):
+        save_checkpoint(tmp_path / "c.pt", {"args": args})
 
 
 def test_loading_a_refused_class_says_which_in_one_plain_line(tmp_path):

@@ -11,6 +11,7 @@ original file, which matters only when the files are much larger than S.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import torch
@@ -19,7 +20,7 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 from .folders import DataError
-from .transforms import build_transforms
+from .transforms import Preprocessing, build_transforms
 
 _DECODE_BATCH = 64
 
@@ -69,11 +70,13 @@ def decode_all(dataset: datasets.ImageFolder, image_size: int, workers: int = 0)
     return images
 
 
-def cache_splits(train_set: datasets.ImageFolder, val_set: datasets.ImageFolder, image_size: int,
+def cache_splits(train_set: datasets.ImageFolder, val_set: datasets.ImageFolder, image_size: int | Preprocessing,
                  budget_mb: int, workers: int = 0) -> tuple[CachedImages, CachedImages]:
     """Both splits decoded once into memory, after checking that they fit in `budget_mb`."""
+    prep = image_size if isinstance(image_size, Preprocessing) else Preprocessing(image_size)
+    image_size, prep = prep.image_size, dataclasses.replace(prep, resize_size=None)  # cached images are S px already
     check_budget(len(train_set) + len(val_set), image_size, budget_mb)
     # build_transforms on an S-px uint8 tensor: Resize/CenterCrop to S are no-ops, crops and flips still run.
     train_images, val_images = decode_all(train_set, image_size, workers), decode_all(val_set, image_size, workers)
-    return (CachedImages(train_images, train_set, build_transforms(image_size, train=True)),
-            CachedImages(val_images, val_set, build_transforms(image_size, train=False)))
+    return (CachedImages(train_images, train_set, build_transforms(prep, train=True)),
+            CachedImages(val_images, val_set, build_transforms(prep, train=False)))

@@ -60,12 +60,13 @@ def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = No
     """
     with main_process_first():  # under ddp, one rank writes the demo data
         root = Path(cfg.data) if cfg.data else write_demo_dataset(DEMO_ROOT)
-    preprocessing = choose_preprocessing(cfg.backbone, cfg.data and root, cfg.image_size, cfg.pretrained, saved)
+    preprocessing = choose_preprocessing(cfg.backbone, cfg.data and root, cfg.image_size, cfg.pretrained, saved,
+                                         cfg.augment)
     train_set, val_set = load_splits(root, preprocessing, val_split=cfg.val_split, seed=cfg.seed)
     check_trainable(root, train_set, val_set)
     class_names, counts = list(train_set.classes), class_counts(train_set)
     if cfg.cache_images:  # decode once: small runs become compute-bound (see cache.py); cached data has no bad files
-        train_set, val_set = cache_splits(train_set, val_set, preprocessing.image_size, cfg.cache_budget_mb,
+        train_set, val_set = cache_splits(train_set, val_set, preprocessing, cfg.cache_budget_mb,
                                           cfg.workers)
         geometry = Preprocessing(preprocessing.image_size)  # the cached images are already resized and cropped
     else:

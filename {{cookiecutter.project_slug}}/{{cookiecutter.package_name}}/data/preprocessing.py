@@ -1,7 +1,7 @@
 """Choosing the preprocessing for a run: the weights' own when pretrained, else the demo's size or the data's.
 
 The one home of that decision; a resumed run or `--init-from` takes the checkpoint's instead
-(training/run_state.preprocessing).
+(training/run_state.preprocessing), its augmentation recipe included, so a resumed run continues exactly.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from torchvision import datasets
 from .. import backbones
 from .demo import DEMO_IMAGE_SIZE
 from .folders import DataError
-from .transforms import Preprocessing
+from .transforms import DEFAULT_AUGMENT, Preprocessing
 
 
 def typical_image_size(root: Path, sample: int = 64) -> int:
@@ -40,25 +40,28 @@ SCRATCH_SIZE_BOUNDS = (32, 224)  # sizes measured from the data, for training fr
 
 
 def choose_preprocessing(backbone: str, root: Path | None, image_size: int | None,
-                         pretrained: bool, saved: Preprocessing | None = None) -> Preprocessing:
+                         pretrained: bool, saved: Preprocessing | None = None,
+                         augment: str = DEFAULT_AUGMENT) -> Preprocessing:
     """The run's input size and normalisation, with the reason: the flag, the weights' checkpoint (`saved`,
     when resuming or starting from one), the demo's own size, the pretrained weights' preprocessing, or (from
-    scratch) the data's typical image size."""
+    scratch) the data's typical image size; training augments with recipe `augment` (a checkpoint's own when
+    `saved`)."""
     if image_size:
-        return Preprocessing(image_size, reason="--image-size")
+        return Preprocessing(image_size, reason="--image-size", augment=saved.augment if saved else augment)
     if saved is not None:
         return saved
     if root is None:
         size = backbones.fit_image_size(backbone, DEMO_IMAGE_SIZE)
         raised = f", raised to the {size} px that {backbone} takes" if size != DEMO_IMAGE_SIZE else ""
-        return Preprocessing(size, reason=f"the demo data's own size ({DEMO_IMAGE_SIZE} px{raised})")
+        return Preprocessing(size, reason=f"the demo data's own size ({DEMO_IMAGE_SIZE} px{raised})", augment=augment)
     if pretrained:
         weights = backbones.default_weights(backbone).transforms()
         return Preprocessing(weights.crop_size[0], weights.resize_size[0], tuple(weights.mean), tuple(weights.std),
                              reason=f"the pretrained weights' preprocessing (resize {weights.resize_size[0]}, "
-                                    f"crop {weights.crop_size[0]})")
+                                    f"crop {weights.crop_size[0]})", augment=augment)
     measured = typical_image_size(root)
     low, high = SCRATCH_SIZE_BOUNDS
     size = backbones.fit_image_size(backbone, min(max(measured, low), high))
     return Preprocessing(size, reason=f"the data's typical image size (the median shorter side of a sample is "
-                                      f"{measured} px; kept within {low}-{high} and what {backbone} takes)")
+                                      f"{measured} px; kept within {low}-{high} and what {backbone} takes)",
+                         augment=augment)

@@ -192,6 +192,18 @@ def unsafe_value(obj: Any, where: str = "") -> str | None:
     return f"{where or 'the state'}: {type(obj).__module__}.{type(obj).__qualname__}"
 
 
+# The plain value to store in place of a refused one, by the refused class's qualified name.
+_FIXES = (("pathlib.", "str(path)"), ("argparse.Namespace", "vars(args)"), ("numpy.", "value.item() or array.tolist()"),
+          ("collections.", "dict(value) or list(value)"))
+
+
+def _plain_fix(found: str) -> str:
+    """The fix for what unsafe_value found ('where: module.Class'): str(path) for a Path, vars(args), ..."""
+    kind = found.rsplit(": ", 1)[-1]
+    return next((fix for prefix, fix in _FIXES if kind.startswith(prefix)),
+                "plain values (str, int, float, bool, None, and lists and dicts of them)")
+
+
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], *,
                     before_replace: Callable[[], None] | None = None) -> Path:
     """Write `state` (CPU tensors and plain values) atomically with torch.save.
@@ -201,7 +213,7 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], *,
     found = unsafe_value(state)
     if found:
         raise TypeError(f"cannot save {path}: {found} would be refused by torch.load(weights_only=True); "
-                        "store plain values instead (vars(args), .item(), .tolist())")
+                        f"store {_plain_fix(found)} instead")
     with atomic_file(path, "wb", before_replace=before_replace) as handle:
         torch.save(state, handle)
     return Path(path)

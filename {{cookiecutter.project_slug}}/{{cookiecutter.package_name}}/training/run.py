@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -31,6 +32,8 @@ class Run:
                              on_unreadable=self.note_unreadable)
         self.train_loader, self.val_loader, self.class_names = data.train_loader, data.val_loader, data.class_names
         self.preprocessing, self.unreadable = data.preprocessing, data.unreadable
+        # A resumed run augments as its checkpoint did (build_loaders took its preprocessing); record that recipe
+        self.cfg = cfg = dataclasses.replace(cfg, augment=self.preprocessing.augment)
         self.image_size = self.preprocessing.image_size
         # The loaders yield uint8: the hardware handle makes them float with the preprocessing's normalisation
         self.hw = Hardware.create(device, cfg.precision, cfg.channels_last, mean=self.preprocessing.mean,
