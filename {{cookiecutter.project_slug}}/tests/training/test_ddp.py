@@ -25,7 +25,8 @@ from {{ cookiecutter.package_name }}.training.run_state import model_from_state
 
 PROJECT = Path(__file__).resolve().parents[2]
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
-RUN_FILES = ["best.pt", "config.json", "curves.png", "last.pt", "metrics.csv"]
+# .lock: the run-folder lock rank 0 held (kept: deleting a lock file lets two runs lock different files)
+RUN_FILES = [".lock", "best.pt", "config.json", "curves.png", "last.pt", "metrics.csv"]
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # torchrun with this interpreter (works in any venv)
