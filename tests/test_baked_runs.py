@@ -10,6 +10,8 @@ CI time: one bake per answer would run the quick tier 13 times. The answers are 
 choices, so the non-default values are packed into as few bakes as the longest choice has values
 (ANSWER_SETS: 4 bakes, each a real combination a user could pick), and each bake skips the test
 folders whose code and tests are byte-identical in every bake (ANSWER_INDEPENDENT, checked below).
+The default bake's whole suite (the longest run) starts in the background with the first bake check
+and is collected by the last test: it runs beside the quick tiers, one single-threaded process a core.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
-from helpers import CHOICES, NON_DEFAULT, TEMPLATE, describe, python_digest, run
+from helpers import CHOICES, NON_DEFAULT, TEMPLATE, describe, python_digest, run, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -52,8 +55,11 @@ def folder_digest(folder: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def bake_checks(bakery):
-    """Per bake, once: `train.py --help` and (for non-default bakes) the quick tier, in one subprocess."""
+def bake_checks(bakery, default_suite):
+    """Per bake, once: `train.py --help` and (for non-default bakes) the quick tier, in one subprocess.
+
+    Asks for `default_suite` only to start it first, so that it runs beside these checks.
+    """
     cache: dict = {}
 
     def check(answers):
@@ -131,16 +137,38 @@ def readme_venv(project: Path, venv: Path) -> Path:
     return python
 
 
-def test_default_project_suite_passes_after_the_readme_install(bakery, tmp_path):
-    """The default bake's whole suite passes inside the README's venv after its `pip install -e '.[test]'`
-    (run with --no-deps --no-build-isolation: the dependencies come from this interpreter, offline)."""
-    project = tmp_path / "project"
+@pytest.fixture(scope="session")
+def default_suite(bakery, tmp_path_factory):
+    """The default bake's whole suite, started in the background inside the README's venv after its
+    `pip install -e '.[test]'` (--no-deps --no-build-isolation: the dependencies come from this
+    interpreter, offline). Yields the README, the install's result, the running suite and its log."""
+    work = tmp_path_factory.mktemp("readme-install")
+    project = work / "project"
     shutil.copytree(bakery.project(), project)
     readme = (project / "README.md").read_text(encoding="utf-8")
+    python = readme_venv(project, work / ".venv")
+    install = run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", ".[test]"],
+                  cwd=project, timeout=600)
+    with open(work / "suite.log", "w+", encoding="utf-8") as log:
+        suite = None
+        if install.returncode == 0:
+            suite = subprocess.Popen([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project,
+                                     env=subprocess_env(OMP_NUM_THREADS="1"), stdout=log, stderr=subprocess.STDOUT)
+        yield readme, install, suite, log
+        if suite is not None and suite.poll() is None:  # a failed or interrupted session: stop it
+            suite.kill()
+            suite.wait()
+
+
+def test_default_project_suite_passes_after_the_readme_install(default_suite):
+    """The default bake's whole suite passes inside the README's venv after its `pip install -e '.[test]'`."""
+    readme, install, suite, log = default_suite
     assert "python3 -m venv .venv" in readme and "python -m pip install -e '.[test]'" in readme
-    python = readme_venv(project, tmp_path / ".venv")
-    proc = run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", ".[test]"],
-               cwd=project, timeout=600)
-    assert proc.returncode == 0, describe(proc)
-    proc = run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, timeout=2700)
-    assert proc.returncode == 0, describe(proc)
+    assert install.returncode == 0, describe(install)
+    try:
+        code = suite.wait(timeout=2700)
+    except subprocess.TimeoutExpired:
+        suite.kill()
+        code = suite.wait()
+    log.seek(0)
+    assert code == 0, f"exit {code}; output tail:\n{log.read()[-3000:]}"

@@ -131,7 +131,7 @@ def test_resume_keeps_the_runs_settings(one_epoch_run, tmp_path, capsys):
     """--resume DIR alone continues with the run's batch size; --epochs extends it with a note."""
     out = tmp_path / "copy"
     shutil.copytree(one_epoch_run, out)
-    assert train.main(["--resume", str(out), "--epochs", "2"]) == 0
+    assert train.main(["--resume", str(out), "--device", "cpu", "--epochs", "2"]) == 0
     assert "resume: --epochs 2 (the run had 1)" in capsys.readouterr().out
     state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
     assert state["config"]["batch_size"] == 4 and state["epoch"] == 2
@@ -146,7 +146,7 @@ def test_resume_refuses_a_flag_that_changes_the_run(flags, one_epoch_run, tmp_pa
     out = tmp_path / "copy"
     shutil.copytree(one_epoch_run, out)
     before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
-    assert train.main(["--resume", str(out), *flags]) == 2
+    assert train.main(["--resume", str(out), "--device", "cpu", *flags]) == 2
     line = one_error_line(capsys)
     assert flags[0] in line and "--init-from" in line
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
@@ -156,7 +156,7 @@ def test_a_checkpoint_whose_config_is_not_a_mapping_is_exit_2(one_epoch_run, tmp
     """A config that is a string (a hand-edited or foreign file) is one line and exit 2 for every CLI."""
     state = torch.load(one_epoch_run / "last.pt", map_location="cpu", weights_only=True)
     bad = ckpt.save_checkpoint(tmp_path / "bad.pt", {**state, "config": "resnet18"})
-    assert train.main(["--resume", str(bad), "--out", str(tmp_path / "run")]) == 2
+    assert train.main(["--resume", str(bad), "--device", "cpu", "--out", str(tmp_path / "run")]) == 2
     assert "config is a str" in one_error_line(capsys)
     assert evaluate.main([str(bad), "--device", "cpu"]) == 2
     assert "config is a str" in one_error_line(capsys)

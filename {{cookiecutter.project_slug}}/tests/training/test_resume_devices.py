@@ -24,7 +24,7 @@ def saved_run(tiny_data, tmp_path_factory):
     """A CPU run's checkpoint after one real optimizer step (AdamW holds step counters and moments)."""
     out = tmp_path_factory.mktemp("resume-devices")
     cfg = TrainConfig(data=str(tiny_data), device="cpu", pretrained=False, image_size=32, batch_size=4,
-                      workers=0, out=str(out / "run"))
+                      workers=0, precision="fp32", parallel="none", out=str(out / "run"))
     run = Run(cfg, torch.device("cpu"))
     images, targets = run.hw.batch(*next(iter(run.train_loader)))  # uint8 batches become float on the device
     run.loss_fn(run.model(images), targets).backward()
