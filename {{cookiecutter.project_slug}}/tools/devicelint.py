@@ -37,11 +37,12 @@ a file with a function that checks availability, whatever its name; name more fi
 What counts as a hazard (the labelling policy behind the rules and their measured precision): a line
 that fails, or silently misplaces tensors, on a machine without the named accelerator (or loads a
 checkpoint saved on another machine's device, or unpickles without ``weights_only``) when that line is
-reached; and a checkpoint whose keys carry a wrapper's ``module.`` (DEV009), which a plain model elsewhere
-cannot load, even when the project strips the prefix in its own loader. Not hazards: code that only runs where the accelerator already exists (a guard, a skip
-decorator, an NCCL process group, a TensorRT engine); a file loaded in the process that saved it or
-saved from CPU tensors; CPU tensors that are 0-dim, moved later, indices, or read on the host; calls
-that are safe without CUDA (``empty_cache``, ``memory_allocated``, ``manual_seed``).
+reached; and a checkpoint whose keys carry a wrapper's ``module.`` (DEV009), which a plain model
+elsewhere cannot load, even when the project strips the prefix in its own loader. Not hazards: code that
+only runs where the accelerator already exists (a guard, a skip decorator, an NCCL process group, a
+TensorRT engine); a file loaded in the process that saved it or saved from CPU tensors; CPU tensors that
+are 0-dim, moved later, indices, or read on the host; calls that are safe without CUDA (``empty_cache``,
+``memory_allocated``, ``manual_seed``).
 
 Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name,
 DEV008 decides "this is a Dataset" from the base-class name, DEV009 follows names bound to
