@@ -1,5 +1,8 @@
 """Wrappers (DataParallel, DDP, torch.compile), unwrapping, and choosing a parallel mode."""
 
+import gc
+from pathlib import Path
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -13,9 +16,11 @@ from {{ cookiecutter.package_name }}.devkit.checkpoint import load_model_state, 
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier
 from {{ cookiecutter.package_name }}.training.distributed import (
+    check_replicas_agree,
     eval_shard,
     process_group_backend,
     reduce_sums,
+    stop_distributed,
     train_sampler,
     weights_digest,
 )
@@ -152,6 +157,31 @@ def _one_step(net: nn.Module, model: nn.Module, tiny_data, memory_format=torch.c
     hw = Hardware.create(CPU, "fp32", channels_last=memory_format == torch.channels_last)
     stats = train_one_epoch(net, WeightedCrossEntropy(torch.ones(4)), optimizer, loader, hw, progress=False)
     return stats.loss
+
+
+def gloo_workers() -> int:
+    """How many of this process's threads are gloo's collective workers (torch names them for Linux)."""
+    return sum((task / "comm").read_text().strip() == "pt_gloo_runloop" for task in Path("/proc/self/task").iterdir())
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads are counted through Linux's /proc")
+def test_leaving_the_group_ends_its_worker_threads_though_a_reference_cycle_holds_the_ddp_model(
+        tmp_path, not_under_torchrun):
+    """Left alive into interpreter shutdown, a gloo worker freeing the last collective's tensors kills the
+    rank with SIGABRT after a successful run; stop_distributed ends them while Python still runs."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    gc.disable()  # an automatic collection at the wrong moment would hide the cycle
+    try:
+        run = {"model": nn.parallel.DistributedDataParallel(_model())}
+        run["run"] = run  # a run's objects refer to each other
+        check_replicas_agree(run["model"])  # an all_gather_object, as at the end of every ddp run
+        del run
+        assert gloo_workers() > 0
+        stop_distributed()
+        assert gloo_workers() == 0
+    finally:
+        gc.enable()
+        stop_distributed()
 
 
 @pytest.mark.slow

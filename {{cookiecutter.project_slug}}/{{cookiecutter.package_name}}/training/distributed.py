@@ -7,6 +7,7 @@ every step on stopping and saving, over a host-side (gloo) group that never wait
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import os
 from collections.abc import Iterator
@@ -95,6 +96,12 @@ def stop_distributed() -> None:
     if is_distributed():
         dist.destroy_process_group()
     _CONTROL.clear()
+    # destroy_process_group drops only torch's own references: the group lives on in reference cycles
+    # (through the DDP model) until the interpreter's last collection, when a gloo worker still holding
+    # the final collective's tensors must take the GIL to free them, and the rank dies of SIGABRT
+    # ("terminate called without an active exception") after a successful run. Collected now, the
+    # group's destructor waits for its workers while Python can still serve them.
+    gc.collect()
 
 
 def barrier() -> None:
