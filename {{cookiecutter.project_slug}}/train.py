@@ -149,13 +149,13 @@ def train(settled: settings.Settled) -> int:
         raise ConfigError("--device meta holds no data: it can build a model, not train one; use cpu or an accelerator")
     cfg, plan, notes = settle_for_run(settled, device)
     seeding.seed_everything(cfg.seed)  # the initial weights too: same seed, same run
-    run = Run(cfg, device)
-    report_start(run, device, notes, settled.verbose)
-    if settled.debug_devices:
-        devkit.DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's
-    with claim_out(plan, cfg.overwrite) as out:  # held until the run ends: a second run here is refused
-        run.cfg = cfg = dataclasses.replace(cfg, out=str(out))  # a runs/<timestamp> taken meanwhile: a suffix
-        return train_in(run, out, device, plan)
+    with contextlib.closing(Run(cfg, device)) as run:  # its loader workers end with the run
+        report_start(run, device, notes, settled.verbose)
+        if settled.debug_devices:
+            devkit.DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's
+        with claim_out(plan, cfg.overwrite) as out:  # held until the run ends: a second run here is refused
+            run.cfg = cfg = dataclasses.replace(cfg, out=str(out))  # a runs/<timestamp> taken meanwhile: a suffix
+            return train_in(run, out, device, plan)
 
 
 def train_in(run: Run, out: Path, device: torch.device, plan: run_folder.Plan) -> int:

@@ -1,6 +1,8 @@
 """train.py end to end through main(argv), and its refusals of bad input."""
 
 import csv
+import gc
+import multiprocessing
 import stat
 import subprocess
 import sys
@@ -34,6 +36,20 @@ def test_training_writes_checkpoints_metrics_config_and_curves(trained_run):
         rows = list(reader)
     assert tuple(reader.fieldnames) == METRICS_COLUMNS
     assert [row["epoch"] for row in rows] == ["1", "2"]
+
+
+def test_a_finished_run_leaves_no_loader_worker_behind(tiny_data, tmp_path):
+    """The loaders' persistent workers end with the run: left to the garbage collector, each would be
+    waited for 5 s and then killed, whenever a collection came."""
+    gc.disable()  # an automatic collection at the wrong moment would hide leftover workers
+    try:
+        code = train.main(["--data", str(tiny_data), "--device", "cpu", "--epochs", "1", "--batch-size", "8",
+                           "--image-size", "32", "--workers", "1", "--out", str(tmp_path / "run"),
+                           "--precision", "fp32", "--parallel", "none"])
+        workers = multiprocessing.active_children()
+    finally:
+        gc.enable()
+    assert code == 0 and workers == []
 
 
 def test_checkpoint_loads_with_plain_torch_on_cpu(trained_run):

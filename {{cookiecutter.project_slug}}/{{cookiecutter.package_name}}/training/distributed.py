@@ -95,13 +95,13 @@ def stop_distributed() -> None:
     """Leave the process group, if one was joined; called in a finally, so also after errors."""
     if is_distributed():
         dist.destroy_process_group()
+        # destroy_process_group drops only torch's own references: the group lives on in reference
+        # cycles (through the DDP model) until the interpreter's last collection, when a gloo worker
+        # still holding the final collective's tensors must take the GIL to free them, and the rank
+        # dies of SIGABRT ("terminate called without an active exception") after a successful run.
+        # Collected now, the group's destructor waits for its workers while Python can still serve them.
+        gc.collect()
     _CONTROL.clear()
-    # destroy_process_group drops only torch's own references: the group lives on in reference cycles
-    # (through the DDP model) until the interpreter's last collection, when a gloo worker still holding
-    # the final collective's tensors must take the GIL to free them, and the rank dies of SIGABRT
-    # ("terminate called without an active exception") after a successful run. Collected now, the
-    # group's destructor waits for its workers while Python can still serve them.
-    gc.collect()
 
 
 def barrier() -> None:

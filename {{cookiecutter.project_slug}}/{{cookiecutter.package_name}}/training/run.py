@@ -74,6 +74,11 @@ class Run:
             preprocessing=self.preprocessing, ema=self.ema, weights=weights, step=step,
             epoch_totals=epoch_totals, unreadable=self.unreadable.state())
 
+    def close(self) -> None:
+        """End the loaders' worker processes (train.py closes every Run, on success and on error alike)."""
+        self.train_loader.close()
+        self.val_loader.close()
+
     def note_unreadable(self, split: str, path: str, reason: str) -> None:
         """Warn the first time an image turns out unreadable (on the rank that read it)."""
         if self.unreadable.add(split, path):
