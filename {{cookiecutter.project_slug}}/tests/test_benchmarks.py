@@ -1,11 +1,13 @@
 """The benchmark scripts run end to end with tiny settings and print their figures (smoke tests, not timings)."""
 
+import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 PROJECT = Path(__file__).resolve().parent.parent
 TINY = ["--device", "cpu", "--batch-size", "4", "--image-size", "32", "--batches", "2",
@@ -55,3 +57,57 @@ def test_pipeline_vs_memory_prints_both_feeds_and_their_median_ratio():
     assert result.returncode == 0, result.stderr
     assert re.search(r"^ *pipeline: .*median [\d.]+$", result.stdout, re.MULTILINE)
     assert re.search(r"median ratio pipeline / in memory: \d+\.\d+", result.stdout)
+
+
+def load_script(name: str):
+    """benchmarks/<name> as a module, to call its main() in this process (no torch import to pay for)."""
+    spec = importlib.util.spec_from_file_location(f"benchmark_{Path(name).stem}", PROJECT / "benchmarks" / name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def one_thread():
+    """The scripts set torch's thread count for their process; the suite gets its own back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_peers_gives_every_script_one_stratified_split_of_the_same_files(tiny_data, tmp_path):
+    """peers.py's train/ and val/ hold every image once, each class in both, and the same split for the same seed."""
+    peers = load_script("peers.py")
+    first, second = tmp_path / "a", tmp_path / "b"
+    train_count = peers.write_split(tiny_data, first, 0.25, seed=0)
+    peers.write_split(tiny_data, second, 0.25, seed=0)
+    names = lambda root, split: sorted(p.relative_to(root / split).as_posix()  # noqa: E731
+                                       for p in (root / split).rglob("*.png"))
+    source = sorted(p.read_bytes() for p in tiny_data.rglob("*.png"))
+    copied = sorted(p.read_bytes() for p in first.rglob("*.png"))
+    assert copied == source and train_count == len(names(first, "train"))
+    assert {p.parent.name for p in (first / "val").rglob("*.png")} == {p.name for p in (tiny_data / "train").iterdir()}
+    assert names(first, "train") == names(second, "train") and names(first, "val") == names(second, "val")
+    command = peers.project_command(peers.get_args_parser().parse_args(["--data", "x"]), first, tmp_path / "out")
+    assert command[1].endswith("train.py") and "--no-pretrained" in command
+
+
+def test_host_cost_prints_cpu_milliseconds_per_sample_for_each_data_path(tiny_data, one_thread, capsys):
+    """host_cost.py reads the training dataset in a worker's way and the main process's, and prints each."""
+    load_script("host_cost.py").main(["--data", str(tiny_data), "--samples", "4", "--repeats", "1"])
+    out = capsys.readouterr().out
+    for name in ("project", "project main", "project standard"):
+        assert re.search(rf"^  {name} +median \d+\.\d+  runs \d+\.\d+$", out, re.MULTILINE), out
+
+
+def test_save_overhead_times_the_projects_own_epoch_save_and_its_parts(tiny_data, one_thread, tmp_path, capsys):
+    """save_overhead.py calls epochs.save_epoch for improved and unimproved epochs and prints each part's time."""
+    load_script("save_overhead.py").main(["--data", str(tiny_data), "--repeats", "1", "--out", str(tmp_path),
+                                          "--backbone", "mobilenet_v3_small"])  # small checkpoints: a quick test
+    out = capsys.readouterr().out
+    assert re.search(r"mobilenet_v3_small \+ AdamW, checkpoint \d+\.\d MB", out), out
+    for kind in ("first", "improved", "not improved"):
+        assert re.search(rf"^{kind} +wall \d+\.\d+ s  cpu \d+\.\d+ s  \|  state \d.* link \d+\.\d+$", out,
+                         re.MULTILINE), out
+    assert list(tmp_path.iterdir()) == []  # its checkpoints went into a temp folder, removed at the end
