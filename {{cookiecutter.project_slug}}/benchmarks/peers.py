@@ -32,6 +32,7 @@ import argparse
 import os
 import random
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -61,6 +62,7 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1, help="untimed 1-epoch runs of each script first (file caches)")
     p.add_argument("--logs", default=None, help="keep each run's output in this folder")
+    p.add_argument("--project-args", default="", help="more train.py flags, e.g. '--augment standard'")
     p.add_argument("--seed", type=int, default=0)
     return p
 
@@ -105,7 +107,7 @@ def project_command(args, data: Path, out: Path) -> list[str]:
             "--no-pretrained", "--image-size", str(args.image_size), "--batch-size", str(args.batch_size),
             "--workers", str(args.workers), "--epochs", str(args.epochs), "--lr", str(LR),
             "--weight-decay", str(WEIGHT_DECAY), "--device", "cpu", "--precision", "fp32", "--threads", "1",
-            "--seed", str(args.seed), "--out", str(out), "--overwrite"]
+            "--seed", str(args.seed), "--out", str(out), "--overwrite", *shlex.split(args.project_args)]
 
 
 def torchvision_command(args, data: Path, out: Path) -> list[str]:

@@ -10,7 +10,8 @@ and last.pt: one serialisation, a hard link) and for one that did not (last.pt o
 into `--out` (a temp folder by default: put it on the disk your runs write to). Prints the checkpoint
 size and, per kind, the median wall-clock and CPU seconds of the whole step and of its parts:
 building the state, metrics.csv, the curves figure (drawn and written), checkpoint writes (serialise,
-write, fsync, rename) and best.pt's link. The first call, which imports matplotlib, is shown apart.
+write, fsync, rename) and best.pt's link. The first call is shown apart, and so is importing
+matplotlib, which train.py does once, at the first epoch's end.
 A script that prints figures, not a test; see benchmarks/README.md.
 """
 
@@ -120,6 +121,9 @@ def main(argv: list[str] | None = None) -> None:
     """Build the run, save `--repeats` improved and unimproved epochs alternately, print the medians."""
     args = get_args_parser().parse_args(argv)
     torch.set_num_threads(1)
+    start = time.perf_counter()
+    from {{ cookiecutter.package_name }} import plots  # noqa: F401  (matplotlib: what save_epoch imports first)
+    import_seconds = time.perf_counter() - start
     with tempfile.TemporaryDirectory(prefix="save-overhead-", dir=args.out) as tmp:
         out = Path(tmp)
         run = one_step_run(args, out)
@@ -132,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             results[kind].append(save_once(run, out, epoch, improved=kind == "improved"))
     print(f"{args.backbone} + AdamW, checkpoint {size:.1f} MB, {args.repeats} repeats, "
           f"into {args.out or 'a temp folder'}; seconds (medians):")
+    print(f"import plots (matplotlib, once a run) wall {import_seconds:.3f} s")
     report("first", [first])
     for kind, values in results.items():
         report(kind, values)
