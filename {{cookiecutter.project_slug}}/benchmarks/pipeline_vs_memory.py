@@ -50,6 +50,8 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
+    p.add_argument("--channels-last", action="store_true", help="NHWC batches and weights, as train.py --channels-last")
     return p
 
 
@@ -65,12 +67,12 @@ def write_jpegs(root: Path, count: int, side: int = 256) -> Path:
     return root
 
 
-def hardware(device: torch.device, prep) -> Hardware:
+def hardware(device: torch.device, prep, args: argparse.Namespace) -> Hardware:
     """The run's handle; a project from before uint8 batches has no mean/std (its loader normalised)."""
     try:
-        return Hardware.create(device, mean=prep.mean, std=prep.std)
+        return Hardware.create(device, args.precision, args.channels_last, mean=prep.mean, std=prep.std)
     except TypeError:
-        return Hardware.create(device)
+        return Hardware.create(device, args.precision, args.channels_last)
 
 
 def synchronize(device: torch.device) -> None:
@@ -87,11 +89,11 @@ def benchmark(args: argparse.Namespace) -> int:
         cfg = TrainConfig(data=str(root), image_size=args.image_size, batch_size=args.batch_size,
                           workers=args.workers, pretrained=False, backbone=args.backbone)
         loaders = build_loaders(cfg, device)
-        hw = hardware(device, loaders.preprocessing)
+        hw = hardware(device, loaders.preprocessing, args)
         loaders.train_loader.sampler.set_epoch(1)
         in_memory = [hw.batch(images, labels) for images, labels in loaders.train_loader]
         torch.manual_seed(0)
-        model = build_model(args.backbone, 4, pretrained=False, device=device)
+        model = build_model(args.backbone, 4, pretrained=False, device=device).to(memory_format=hw.memory_format)
         loss_fn = WeightedCrossEntropy(torch.ones(4)).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
@@ -111,7 +113,8 @@ def benchmark(args: argparse.Namespace) -> int:
             for name in (list(feeds) if repeat % 2 == 0 else list(feeds)[::-1]):
                 rates[name].append(feeds[name]())
     print(f"device: {describe_device(device)}  {args.backbone}  {args.image_size} px from 256-px JPEGs  "
-          f"batch {args.batch_size}  workers {args.workers}  threads {torch.get_num_threads()}")
+          f"batch {args.batch_size}  {args.precision}{'  channels_last' if args.channels_last else ''}  "
+          f"workers {args.workers}  threads {torch.get_num_threads()}")
     for name, values in rates.items():
         print(f"{name:>9}: " + "  ".join(f"{v:7.1f}" for v in values) + f"   median {statistics.median(values):.1f}")
     ratios = [a / b for a, b in zip(rates["pipeline"], rates["in memory"])]
