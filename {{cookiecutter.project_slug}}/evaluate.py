@@ -79,12 +79,15 @@ def run(args: argparse.Namespace) -> int:
     precision_name, note = precision.resolve_precision(None, trained.get("precision", "fp32"), device)
     if note:
         print(note)
-    hw = Hardware.create(device, precision_name, bool(trained.get("channels_last")))
-    model = model.to(memory_format=hw.memory_format)
     # The data, its preprocessing and the --val-split division of a folder of class folders, as training had them
     prep = run_state.preprocessing(state)
+    # uint8 batches normalised on the device, as training's validation had them: the same numbers, a
+    # quarter of the bytes to copy
+    hw = Hardware.create(device, precision_name, bool(trained.get("channels_last")), mean=prep.mean, std=prep.std)
+    model = model.to(memory_format=hw.memory_format)
     dataset = data.image_folder(data_root(args.data, trained), args.split, prep, train=False,
                                 val_split=run_state.val_split(state), seed=trained.get("seed", 0))
+    dataset.transform = data.build_transforms(prep, train=False, normalize=False)
     if dataset.classes != class_names:
         raise data.DataError(f"{args.split}/ holds classes {dataset.classes}, but the checkpoint knows {class_names}")
     # An unreadable image is skipped as training's validation skips it (its place goes to the next
