@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -22,6 +23,8 @@ from {{ cookiecutter.package_name }}.devkit import checkpoint, precision
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import distributed, epochs, run_folder, run_state, seeding, stopping, tracking, wrapping
 from {{ cookiecutter.package_name }}.training.run import Run
+
+T = TypeVar("T")
 
 
 def get_args_parser():
@@ -46,12 +49,12 @@ def resolve_weights(settled: settings.Settled, resuming: bool) -> tuple[bool, st
     return model.resolve_pretrained(cfg.backbone, requested, "pretrained" in settled.explicit)
 
 
-def plan_out(cfg: config.TrainConfig) -> run_folder.Plan:
-    """The run folder and the checkpoint to continue from, decided by rank 0 for every rank."""
-    decision: run_folder.Plan | str = ""
+def decided_on_rank0(decide: Callable[[], T]) -> T:
+    """Rank 0's `decide()`, the same on every rank; a ConfigError it raises is every rank's RunDirError alike."""
+    decision: T | str = ""
     if distributed.is_main_process():
         try:
-            decision = run_folder.plan(cfg.out, cfg.resume, cfg.overwrite)
+            decision = decide()
         except ConfigError as error:
             decision = str(error)
     decision = distributed.from_main(decision)
@@ -60,20 +63,16 @@ def plan_out(cfg: config.TrainConfig) -> run_folder.Plan:
     return decision
 
 
+def plan_out(cfg: config.TrainConfig) -> run_folder.Plan:
+    """The run folder and the checkpoint to continue from, decided by rank 0 for every rank."""
+    return decided_on_rank0(lambda: run_folder.plan(cfg.out, cfg.resume, cfg.overwrite))
+
+
 @contextlib.contextmanager
 def claim_out(plan: run_folder.Plan, overwrite: bool) -> Iterator[Path]:
     """Rank 0 creates and locks the run folder while the block runs; every rank learns the folder or the refusal."""
     with contextlib.ExitStack() as held:
-        decision: Path | str = plan.out
-        if distributed.is_main_process():
-            try:
-                decision = held.enter_context(run_folder.claim(plan, overwrite))
-            except ConfigError as error:
-                decision = str(error)
-        decision = distributed.from_main(decision)
-        if isinstance(decision, str):  # every rank refuses alike
-            raise run_folder.RunDirError(decision)
-        yield decision
+        yield decided_on_rank0(lambda: held.enter_context(run_folder.claim(plan, overwrite)))
 
 
 def settle_resumed(settled: settings.Settled) -> tuple[settings.Settled, list[str]]:
