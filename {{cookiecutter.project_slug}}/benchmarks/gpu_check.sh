@@ -222,17 +222,10 @@ resume_after_sigterm() { # SIGTERM after step PAUSE_AT (exit 143), --resume, the
 }
 
 COMPARE='import sys, torch
-def tensors(value, key=""):
-    if isinstance(value, torch.Tensor):
-        yield key, value
-    elif isinstance(value, dict):
-        for name, item in value.items():
-            yield from tensors(item, f"{key}/{name}")
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            yield from tensors(item, f"{key}/{index}")
+sys.path.insert(0, "tests")
+from conftest import nested_tensors  # the walk the resume tests compare checkpoints with
 resumed, reference = (torch.load(path, map_location="cpu", weights_only=True) for path in sys.argv[1:3])
-mine, theirs = (dict(tensors(state["model"], "model")) | dict(tensors(state["optimizer"], "optimizer"))
+mine, theirs = (dict(nested_tensors(state["model"], "model")) | dict(nested_tensors(state["optimizer"], "optimizer"))
                 for state in (resumed, reference))
 if mine.keys() != theirs.keys():
     print("different tensor names")
