@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anyw
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from loop_overhead import synchronize  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from {{ cookiecutter.package_name }} import config  # noqa: E402
@@ -73,12 +74,6 @@ def hardware(device: torch.device, prep, args: argparse.Namespace) -> Hardware:
         return Hardware.create(device, args.precision, args.channels_last, mean=prep.mean, std=prep.std)
     except TypeError:
         return Hardware.create(device, args.precision, args.channels_last)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued device work, so the clock measures it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def benchmark(args: argparse.Namespace) -> int:
