@@ -77,7 +77,7 @@ def timed_parts(run: Run, seconds: dict[str, list[float]]) -> Iterator[None]:
 
     targets = [(run, "state", "state"), (outputs, "write_metrics", "metrics.csv"),
                (plots, "curves_figure", "curves"), (plots, "save_figure", "curves"),
-               (run_state, "save", "checkpoint"), (epochs, "_same_bytes", "link")]
+               (run_state, "save", "checkpoint"), (epochs, "atomic_link", "link")]
     targets = [target for target in targets if hasattr(target[0], target[1])]  # older projects lack a part
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in targets]
     for owner, name, part in targets:

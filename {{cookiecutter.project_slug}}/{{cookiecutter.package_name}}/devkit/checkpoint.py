@@ -27,6 +27,7 @@ import os
 import pickle
 import re
 import secrets
+import shutil
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -123,6 +124,29 @@ def _fsync_directory(folder: Path) -> None:
 
 
 @contextlib.contextmanager
+def _replacing(path: Path, before_replace: Callable[[], None] | None) -> Iterator[Path]:
+    """A temp name beside `path` for the block to fill and fsync; then it is os.replace'd onto `path`.
+
+    On any error the temp file is removed (a full disk is a DiskFullError); after the replace the
+    folder is fsynced.
+    """
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    try:
+        yield tmp
+        if before_replace is not None:
+            before_replace()
+        os.replace(tmp, path)
+    except BaseException as error:
+        tmp.unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.errno in _NO_SPACE:
+            full = DiskFullError(f"no space left on device: cannot write {path}")
+            full.errno = error.errno
+            raise full from None
+        raise
+    _fsync_directory(path.parent)
+
+
+@contextlib.contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "wb", *,
                 before_replace: Callable[[], None] | None = None) -> Iterator[IO]:
     """Yield a temp file beside `path` (mode "wb" or "w"); on success fsync it and os.replace it onto `path`.
@@ -137,24 +161,30 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *,
         raise ValueError(f"atomic_file writes whole files: mode 'wb' or 'w', not {mode!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
+    with _replacing(path, before_replace) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        if before_replace is not None:
-            before_replace()
-        os.replace(tmp, path)
-    except BaseException as error:
-        tmp.unlink(missing_ok=True)
-        if isinstance(error, OSError) and error.errno in _NO_SPACE:
-            full = DiskFullError(f"no space left on device: cannot write {path}")
-            full.errno = error.errno
-            raise full from None
-        raise
-    _fsync_directory(path.parent)
+
+
+def atomic_link(source: str | os.PathLike, path: str | os.PathLike, *,
+                before_replace: Callable[[], None] | None = None) -> Path:
+    """Give `path` the bytes of `source` (a file already on disk) atomically: a hard link, else an fsynced copy.
+
+    Files written through atomic_file are only ever replaced, never changed in place, so two names
+    for one inode stay correct when either is replaced later.
+    """
+    path = Path(path)
+    with _replacing(path, before_replace) as tmp:
+        try:
+            os.link(source, tmp)
+        except OSError:  # a file system without hard links: copy the bytes instead
+            shutil.copyfile(source, tmp)
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+    return path
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:

@@ -7,15 +7,12 @@ step (its mid-epoch checkpoint written) or after an epoch's checkpoint is writte
 from __future__ import annotations
 
 import functools
-import os
-import secrets
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from .. import outputs
+from ..devkit.checkpoint import atomic_link
 from . import distributed, loop, recipe, run_state, seeding, stopping, tracking, wrapping
 from .pause_points import pause_point
 from .run import Run
@@ -91,34 +88,6 @@ def open_logger(run: Run, out: Path) -> None:
         run.logger = tracking.open_logger(run.cfg.logger, out, purge_step=first_step, hparams=run.cfg.to_dict())
 
 
-def _same_bytes(source: Path, target: Path, before_replace: Callable[[], None]) -> None:
-    """Give `target` the bytes of `source` (already fsynced) atomically: a hard link, else a copy.
-
-    The temp name follows checkpoint.atomic_file's (`.NAME.*.tmp`), so a kill leaves nothing that
-    checkpoint.remove_partial_writes would not clear. Files here are only ever replaced, never written
-    in place, so two names for one inode stay correct when either is replaced later.
-    """
-    tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
-    try:
-        try:
-            os.link(source, tmp)
-        except OSError:  # a file system without hard links: copy the bytes instead
-            shutil.copyfile(source, tmp)
-            with open(tmp, "rb+") as handle:
-                os.fsync(handle.fileno())
-        before_replace()
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if os.name == "posix":  # make the new name durable, as atomic_file does
-        folder = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
-
-
 def save_epoch(run: Run, row: dict, out: Path) -> None:
     """Write last.pt, best.pt when validation improved, metrics.csv and curves.png."""
     from .. import plots  # matplotlib only loads when a run gets this far (not for --help or a refused flag)
@@ -139,7 +108,7 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
     if improved:
         run_state.save(out / "best.pt", best, before_replace=pauses["best.pt"])
     if improved and best is state:  # the same state: its bytes once, not a second serialisation and write
-        _same_bytes(out / "best.pt", out / "last.pt", before_replace=pauses["last.pt"])
+        atomic_link(out / "best.pt", out / "last.pt", before_replace=pauses["last.pt"])
     else:
         run_state.save(out / "last.pt", state, before_replace=pauses["last.pt"])
     run.save_clock.reset()
