@@ -59,6 +59,8 @@ import argparse
 import ast
 import fnmatch
 import functools
+import gc
+import glob
 import io
 import os
 import re
@@ -103,9 +105,10 @@ RULES = {rule.code: rule for rule in (
          "A pickled module pins its class path and device. Save model.state_dict() instead "
          "(judged by the variable name: model, net, module, self)."),
     Rule("DEV007", "tensor factory in forward() without device=",
-         "The tensor is created on the CPU and meets GPU inputs. Pass device=x.device, use "
+         "Opt-in (--porting): most such tensors are indices, 0-dim limits or host bookkeeping. "
+         "The tensor is created on the CPU and may meet GPU inputs. Pass device=x.device, use "
          "torch.*_like(x) or x.new_*(), or register a buffer. Helpers called from forward() in "
-         "the same file count as forward()."),
+         "the same file count as forward().", default=False),
     Rule("DEV008", "device move inside Dataset.__getitem__",
          "CUDA fails in DataLoader worker processes. Return CPU tensors and move the batch in "
          "the training loop."),
@@ -147,13 +150,25 @@ _CUDA_RUNTIME = {"synchronize", "set_device", "current_device", "get_device_name
                  "get_device_capability", "mem_get_info", "reset_peak_memory_stats", "reset_max_memory_allocated",
                  "reset_max_memory_cached", "Stream", "current_stream", "default_stream", "ipc_collect", "init",
                  "set_per_process_memory_fraction", "get_rng_state", "get_rng_state_all", "utilization",
-                 "memory_summary", "device", "set_stream"}
+                 "memory_summary", "device", "set_stream", "Event", "CUDAGraph", "graph", "current_blas_handle",
+                 "ExternalStream"}
+# Helpers outside the checked files known to unpickle with weights_only=False unless told otherwise.
+_UNSAFE_HELPERS = {"ultralytics.utils.patches.torch_load": "ultralytics' torch_load() sets weights_only=False"}
+_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url"} | {n.rsplit(".", 1)[-1] for n in _UNSAFE_HELPERS}
 # Calls whose device argument names a backend type (autocast, GradScaler) and places nothing.
 _TYPE_ONLY = {"autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
               "get_autocast_gpu_dtype", "is_available", "device_count"}
 _MOVERS = ("to_device", "todevice", "move_to", "to_cuda", "to_gpu", "send_to", "place")
 # Checkpoint entries under these names are usually objects (Namespace, config) that weights_only refuses.
 _OBJECT_NAMES = {"args", "opt", "opts", "config", "cfg", "hparams", "options", "parser", "namespace"}
+_MAY_ESTABLISH = {ast.Expr, ast.Assign, ast.AnnAssign, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.Assert,
+                  ast.Import, ast.ImportFrom}
+_CUDA_ONLY_MODULES = {"tensorrt", "pycuda", "cupy", "torch_tensorrt"}
+_EXIT_CALLS = {"exit", "quit", "_exit", "skip", "skipTest", "fail"}
+# How a block can end, for "did this code start NCCL or check for CUDA on every path that goes on".
+_FALL, _RET, _LOOP, _EXIT, _EST = "falls through", "returns", "leaves the loop", "exits", "CUDA established"
+# Codes that a CUDA-only context hides (DEV002 there becomes DEV011).
+_HIDEABLE = {"DEV001", "DEV002", "DEV003", "DEV010", "DEV012"}
 _IGNORE = re.compile(r"#\s*devicelint:\s*ignore(?:\[([^\]]*)\])?", re.IGNORECASE)
 _CUDA, _NOT_CUDA = "cuda", "not-cuda"
 
@@ -206,25 +221,26 @@ def _string(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-_NO_FLAGS: frozenset[str] = frozenset()
-
-
-def _guard(test: ast.AST, unsafe: frozenset[str] = _NO_FLAGS) -> str | None:
+def _guard(test: ast.AST, facts: _FileFacts | None = None) -> str | None:
     """_CUDA if the test being true establishes CUDA, _NOT_CUDA if it being false does, else None.
 
-    `unsafe` names flags that are set to True without any availability check (`--cuda default=True`):
-    they say what the user wants, not what the machine has, so they guard nothing."""
+    `facts.unsafe_flags` names flags that are set to True without any availability check (`--cuda
+    default=True`): they say what the user wants, not what the machine has, so they guard nothing; a call
+    to a helper that checks availability (`has_gpu()`, anywhere in the checked files) is a check."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}.get(_guard(test.operand, unsafe) or "")
+        return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}.get(_guard(test.operand, facts) or "")
     if isinstance(test, ast.BoolOp):  # `a and b` true: both hold; `a or b` false: neither holds
         strong, weak = (_CUDA, _NOT_CUDA) if isinstance(test.op, ast.And) else (_NOT_CUDA, _CUDA)
-        guards = [_guard(v, unsafe) for v in test.values]
+        guards = [_guard(v, facts) for v in test.values]
         return strong if strong in guards else weak if all(g == weak for g in guards) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        return _compare_guard(test.left, test.ops[0], test.comparators[0], unsafe)
+        return _compare_guard(test.left, test.ops[0], test.comparators[0], facts)
+    if isinstance(test, ast.Call) and _last(test) == "startswith" and test.args:
+        prefix = _string(test.args[0]) or ""  # `device.startswith("cuda")`: like `device.type == "cuda"`
+        return _CUDA if prefix.startswith("cuda") else _NOT_CUDA if prefix == "cpu" else None
     if isinstance(test, ast.Call):
-        return _CUDA if _availability_call(test) else None
-    return _flag_guard(test, unsafe)
+        return _CUDA if _availability_call(test) or (facts is not None and facts.checks_availability(test)) else None
+    return _flag_guard(test, facts)
 
 
 def _availability_call(call: ast.Call) -> bool:
@@ -237,33 +253,37 @@ def _availability_call(call: ast.Call) -> bool:
 _ACCEL_FLAG = ("cuda", "gpu", "nccl", "mps", "xpu", "xla", "tpu")
 
 
-def _flag_guard(node: ast.AST, unsafe: frozenset[str] = _NO_FLAGS) -> str | None:
-    """`use_cuda`, `args.gpu`, `x.is_cuda`: flags whose names say CUDA is on (or `no_cuda`: off)."""
+def _flag_guard(node: ast.AST, facts: _FileFacts | None = None) -> str | None:
+    """`use_cuda`, `args.gpu`, `x.is_cuda`: flags whose names say CUDA is on (or `no_cuda`: off).
+
+    Any name this file sets from an availability check (`pin = torch.cuda.is_available()`) is a flag too."""
     name = _last(node).lower()
-    if not name or isinstance(node, ast.Call) or name in unsafe:
+    if not name or isinstance(node, ast.Call) or (facts is not None and name in facts.unsafe_flags):
         return None
+    if facts is not None and name in facts.availability_flags:
+        return _CUDA
     if "no_cuda" in name or "no_gpu" in name or "cpu" in name:
         return _NOT_CUDA
     return _CUDA if any(a in name for a in _ACCEL_FLAG) else None
 
 
-def _decorator_guard(decorator: ast.AST, unsafe: frozenset[str] = _NO_FLAGS) -> bool:
+def _decorator_guard(decorator: ast.AST, facts: _FileFacts | None = None) -> bool:
     """A decorator that runs its function only where CUDA is: `skipIf(not cuda)`, `skipUnless()`, `@requires_cuda`."""
     markers = decorator.elts if isinstance(decorator, (ast.List, ast.Tuple)) else [decorator]
     for marker in markers:
         name = _last(marker).lower()
         if isinstance(marker, ast.Call) and marker.args and name in ("skipif", "skip_if"):
-            if _guard(marker.args[0], unsafe) == _NOT_CUDA:
+            if _guard(marker.args[0], facts) == _NOT_CUDA:
                 return True
         elif isinstance(marker, ast.Call) and marker.args and name in ("skipunless", "skip_unless"):
-            if _guard(marker.args[0], unsafe) == _CUDA:
+            if _guard(marker.args[0], facts) == _CUDA:
                 return True
         elif any(a in name for a in _ACCEL_FLAG) and ("skip" in name or _flag_guard(ast.Name(name)) == _CUDA):
             return True  # @pytest.mark.cuda, @requires_gpu, @skip_if_no_cuda, @pytest.mark.multi_gpu
     return False
 
 
-def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, unsafe: frozenset[str] = _NO_FLAGS) -> str | None:
+def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, facts: _FileFacts | None = None) -> str | None:
     """`device.type == "cuda"`, `"cuda" in str(d)`, `backend == "nccl"`, `args.gpu is not None`."""
     literal = _string(right) if _string(left) is None else _string(left)
     other = left if _string(left) is None else right
@@ -274,7 +294,7 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, unsafe: frozens
         if literal.startswith(("cuda", "nccl")):
             return _CUDA if positive else _NOT_CUDA
         return (_NOT_CUDA if positive else _CUDA) if literal == "cpu" else None
-    base = _guard(other, unsafe) if isinstance(other, ast.Call) else _flag_guard(other, unsafe)
+    base = _guard(other, facts) if isinstance(other, ast.Call) else _flag_guard(other, facts)
     if base is None:
         return None
     negative = isinstance(op, (ast.Is, ast.Eq)) or \
@@ -282,12 +302,12 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, unsafe: frozens
     return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}[base] if negative else base
 
 
-def _device_literals(node: ast.AST | None, unsafe: frozenset[str] = _NO_FLAGS) -> list[tuple[str, bool]]:
+def _device_literals(node: ast.AST | None, facts: _FileFacts | None = None) -> list[tuple[str, bool]]:
     """Accelerator names hard-coded in an expression, each with True where a CUDA test guards it."""
     if isinstance(node, ast.IfExp):
-        guard = _guard(node.test, unsafe)
-        return [(s, g or guard == _CUDA) for s, g in _device_literals(node.body, unsafe)] + \
-            [(s, g or guard == _NOT_CUDA) for s, g in _device_literals(node.orelse, unsafe)]
+        guard = _guard(node.test, facts)
+        return [(s, g or guard == _CUDA) for s, g in _device_literals(node.body, facts)] + \
+            [(s, g or guard == _NOT_CUDA) for s, g in _device_literals(node.orelse, facts)]
     text = _string(node)
     if text is not None:
         return [(text, False)] if _ACCELERATOR.match(text.strip()) else []
@@ -296,6 +316,13 @@ def _device_literals(node: ast.AST | None, unsafe: frozenset[str] = _NO_FLAGS) -
         if isinstance(head, ast.Constant) and re.match(r"(cuda|xpu|hpu|npu):", str(head.value)):
             return [(str(head.value) + "{...}", False)]
     return []
+
+
+def _names_device(value: ast.AST, facts: _FileFacts) -> bool:
+    """A returned value that is a device: `torch.device(...)`, a device string, a name with "device" in it."""
+    return any(_dotted(n.func) == "torch.device" if isinstance(n, ast.Call) else
+               _ACCELERATOR.match(_string(n) or "") or _string(n) == "cpu" or "device" in _last(n).lower()
+               for n in facts.walk(value))
 
 
 def _moves_device(call: ast.Call) -> bool:
@@ -337,16 +364,21 @@ def _wraps(value: ast.AST, wrapped: set[str]) -> bool:
     return isinstance(value, ast.Name) and value.id in wrapped
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> its fields that may hold nodes ("ctx" left out)
+
+
 def _child_nodes(node: ast.AST) -> list[ast.AST]:
     """ast.iter_child_nodes as a list, leaving out the shared Load/Store/Del context nodes."""
+    fields = _FIELDS.get(type(node))
+    if fields is None:
+        fields = _FIELDS[type(node)] = tuple(f for f in node._fields if f != "ctx")
     found: list[ast.AST] = []
-    for name in node._fields:
+    for name in fields:
         value = getattr(node, name, None)
-        if isinstance(value, ast.AST):
-            if not isinstance(value, ast.expr_context):
-                found.append(value)
-        elif isinstance(value, list):
+        if type(value) is list:
             found.extend(item for item in value if isinstance(item, ast.AST))
+        elif isinstance(value, ast.AST):
+            found.append(value)
     return found
 
 
@@ -356,30 +388,59 @@ _VISITORS: dict[tuple[type, type], Callable] = {}  # (checker class, node type) 
 class _FileFacts:
     """What one pre-pass over the module learns for rules that need more than the current node."""
 
-    def __init__(self, tree: ast.Module) -> None:
-        self.tree = tree
+    def __init__(self, tree: ast.Module, path: str = "<string>", project: _Project | None = None) -> None:
+        self.tree, self.path = tree, path
+        self.project = project or _Project()
         # One pass, in ast.walk's breadth-first order: every later walk reuses these child lists.
         self.children: dict[ast.AST, list[ast.AST]] = {}
         self.parents: dict[ast.AST, ast.AST] = {}
         self.nodes: list[ast.AST] = [tree]
+        kinds: dict[type, list[ast.AST]] = {}
         for node in self.nodes:  # grows while iterating: breadth first, like ast.walk
             kids = _child_nodes(node)
             self.children[node] = kids
+            kinds.setdefault(type(node), []).append(node)
             for kid in kids:
                 self.parents[kid] = node
             self.nodes.extend(kids)
+        self.kinds = kinds
+        self.folder = os.path.dirname(os.path.abspath(path))
         self._walks: dict[ast.AST, list[ast.AST]] = {}
-        calls = [n for n in self.nodes if isinstance(n, ast.Call)]
+        self._memo: dict[ast.stmt, frozenset[str]] = {}
+        self._cuda_tests: dict[ast.AST, set[str]] = {}
+        calls: list[ast.Call] = kinds.get(ast.Call, [])
         self.calls = calls
         self.moves_to_device = any(_last(c) == "cuda" or (_last(c) == "to" and (c.args or c.keywords)) for c in calls) \
             or any(_keyword(c, "device") is not None for c in calls)
         saves = [c for c in calls if _dotted(c.func) == "torch.save"]
         self.cpu_saved = {self._path_key(p) for c in saves if self._from_cpu(c) for p in self._paths(c)}
+        self.saved = {self._path_key(p) for c in saves for p in self._paths(c)}
         self.pickled_objects = sorted({name for c in calls if "save" in _last(c).lower() and c.args
                                        for name in self._objects(c.args[0])})
-        self.nccl_names = {t.id for n in self.nodes if isinstance(n, ast.Assign) and _string(n.value) == "nccl"
+        self.nccl_names = {t.id for n in kinds.get(ast.Assign, []) if _string(n.value) == "nccl"
                            for t in n.targets if isinstance(t, ast.Name)}
+        self.nccl_starts = [c for c in calls if _last(c) == "init_process_group"]
         self.sibling_cpu_saved: Callable[[str], bool] = lambda key: False
+        self.sibling_saved: Callable[[str], bool] = lambda key: False
+        self.defs: dict[str, list[ast.AST]] = {}  # function and class name -> their definitions, at any depth
+        self.imports: dict[str, tuple[str, str | None, int]] = {}  # local name -> (module, imported name, level)
+        self.private_mentions: set[str] = set()  # `_helper` names read, called or spelt in a string
+        self.load_aliases = {"torch.load"} | {t.id for n in tree.body if isinstance(n, ast.Assign)
+                                              and _dotted(n.value) == "torch.load" for t in n.targets
+                                              if isinstance(t, ast.Name)}  # `_torch_load = torch.load`
+        self.private_mentions = {n.id for n in kinds.get(ast.Name, []) if n.id[0] == "_"} | \
+            {n.attr for n in kinds.get(ast.Attribute, []) if n.attr[0] == "_"} | \
+            {n.value for n in kinds.get(ast.Constant, []) if type(n.value) is str and n.value[:1] == "_"}
+        for kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            for node in kinds.get(kind, []):
+                self.defs.setdefault(node.name, []).append(node)
+        for node in kinds.get(ast.Import, []):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                self.imports[local] = (alias.name if alias.asname else local, None, 0)
+        for node in kinds.get(ast.ImportFrom, []):
+            for alias in node.names:
+                self.imports[alias.asname or alias.name] = (node.module or "", alias.name, node.level)
 
     def walk(self, node: ast.AST) -> list[ast.AST]:
         """`ast.walk(node)` as a list (without the shared Load/Store context nodes), cached for scopes."""
@@ -400,25 +461,162 @@ class _FileFacts:
         return self._forward_like(self.tree)
 
     @functools.cached_property
+    def availability_flags(self) -> frozenset[str]:
+        """Names assigned straight from an availability check (`pin_memory = torch.cuda.is_available()`)."""
+        return frozenset(_last(t).lower() for n in self.nodes if isinstance(n, ast.Assign) and
+                         isinstance(n.value, ast.Call) and _availability_call(n.value) for t in n.targets)
+
+    @functools.cached_property
     def unsafe_flags(self) -> frozenset[str]:
         return self._unsafe_flags(self.tree, self.calls)
 
     @functools.cached_property
     def resolves_devices(self) -> bool:
-        return any(_availability_call(c) and isinstance(self._function_of(c), ast.FunctionDef) for c in self.calls)
+        """The project's device module: a function here checks availability and returns a device."""
+        functions = {self._function_of(c) for c in self.calls if _availability_call(c)}
+        return any(isinstance(r, ast.Return) and r.value is not None and _names_device(r.value, self)
+                   for f in functions if isinstance(f, ast.FunctionDef) for r in self.walk(f))
 
     @functools.cached_property
-    def collective_functions(self) -> set[int]:
-        """ids of the functions (at any depth) that contain a torch.distributed collective call."""
-        found: set[int] = set()
+    def tests_cuda_extension(self) -> bool:
+        """A test file that imports a module built by CUDAExtension: it tests code that only runs on CUDA."""
+        name = os.path.basename(self.path)
+        parts = set(Path(self.path).parts[:-1])
+        if not (name.startswith("test") or name.endswith("_test.py") or parts & {"tests", "test"}):
+            return False
+        imported = {m for m, _, _ in self.imports.values()} | \
+            {f"{m}.{n}".strip(".") for m, n, _ in self.imports.values() if n}
+        return any(m in self.project.cuda_extensions or m.rsplit(".", 1)[-1] in self.project.cuda_extensions
+                   for m in imported if m)
+
+    @functools.cached_property
+    def collective_scopes(self) -> set[tuple[int, str]]:
+        """Where a torch.distributed collective runs: the innermost `if` branch around it, else its function.
+
+        (id(if), "body" or "orelse") or (id(function), ""): a collective under `if num_gpus > 1:` says a
+        process group exists in that branch only."""
+        found: set[tuple[int, str]] = set()
         for call in self.calls:
-            if _last(call) in _COLLECTIVES and _dotted(call.func).startswith(("dist.", "torch.distributed.")):
-                node: ast.AST = call
-                while node in self.parents:
-                    node = self.parents[node]
+            if _collective(call):
+                child, node = call, self.parents.get(call)
+                while node is not None:
+                    if isinstance(node, ast.If) and (child in node.body or child in node.orelse):
+                        found.add((id(node), "body" if child in node.body else "orelse"))
+                        break
                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        found.add(id(node))
+                        found.add((id(node), ""))
+                        break
+                    child, node = node, self.parents.get(node)
         return found
+
+    def qualified(self, func: ast.AST) -> str:
+        """`pkg.mod.name` for a called name imported from elsewhere (`from pkg.mod import name`), else ''."""
+        if isinstance(func, ast.Name) and func.id in self.imports:
+            module, name, level = self.imports[func.id]
+            return f"{module}.{name}" if name and not level else ""
+        owner = _dotted(func.value) if isinstance(func, ast.Attribute) else ""
+        if owner.split(".")[0] in self.imports:
+            module, name, level = self.imports[owner.split(".")[0]]
+            head = f"{module}.{name}" if name else module
+            return "" if level else ".".join([head, *owner.split(".")[1:], func.attr])
+        return ""
+
+    def checks_availability(self, call: ast.Call) -> bool:
+        """A call to a helper (in the checked files or the modules they import) that returns an availability check."""
+        return self.calls_to(call, "checks")
+
+    def calls_to(self, call: ast.Call, question: str) -> bool:
+        """Whether every definition the call may reach answers the question ("establishes", "checks", "unpickles")."""
+        targets = self.project.resolve(self, call.func)
+        return bool(targets) and all(self.project.verdict(question, facts, node) for facts, node in targets)
+
+    def establishes(self, statement: ast.stmt) -> bool:
+        """After this statement CUDA exists: every path through it that goes on started NCCL or checked for CUDA."""
+        outcomes = self.outcomes([statement])
+        return _EST in outcomes and not outcomes & {_FALL, _LOOP}
+
+    def outcomes(self, body: list[ast.stmt]) -> set[str]:
+        """How a block can end: falls through, returns, leaves a loop, exits, or with CUDA established."""
+        found: set[str] = set()
+        for statement in body:
+            result = self._memo.get(statement)
+            if result is None:
+                result = self._memo[statement] = self._statement_outcomes(statement)
+            found |= result - {_FALL}
+            if _FALL not in result:
+                return found
+        return found | {_FALL}
+
+    def _statement_outcomes(self, node: ast.stmt) -> frozenset[str]:
+        """outcomes() of one statement (see there)."""
+        value = getattr(node, "value", None)
+        if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign, ast.Return)) and isinstance(value, ast.Call):
+            if self.starts_nccl_call(value) or _collective(value) or self.calls_to(value, "establishes"):
+                return frozenset({_EST})
+            if isinstance(node, ast.Expr) and _last(value) in _EXIT_CALLS:
+                return frozenset({_EXIT})
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.name if isinstance(node, ast.Import) else node.module or "").split(".")[0] in _CUDA_ONLY_MODULES
+                for a in node.names):
+            return frozenset({_EST})  # TensorRT, PyCUDA and CuPy work only where CUDA is
+        if isinstance(node, ast.Return):
+            return frozenset({_RET})
+        if isinstance(node, ast.Raise):
+            return frozenset({_EXIT})
+        if isinstance(node, (ast.Continue, ast.Break)):
+            return frozenset({_LOOP})
+        if isinstance(node, ast.Assert):
+            if _guard(node.test, self) == _CUDA:
+                return frozenset({_EST})
+            return frozenset({_EXIT if isinstance(node.test, ast.Constant) and not node.test.value else _FALL})
+        if isinstance(node, ast.If):
+            guard = _CUDA if self.implies_cuda(node) else _guard(node.test, self)
+            body = {_EST} if guard == _CUDA else self.outcomes(node.body)
+            return frozenset(body | ({_EST} if guard == _NOT_CUDA else self.outcomes(node.orelse)))
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            return frozenset(self.outcomes(node.body))
+        if isinstance(node, ast.Try):
+            found = self.outcomes(node.body + node.orelse)
+            for handler in node.handlers:
+                found |= self.outcomes(handler.body)
+            return frozenset(found)
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            return frozenset({_FALL} | (self.outcomes(node.body) & {_RET}))
+        return frozenset({_FALL})
+
+    def starts_nccl_call(self, call: ast.Call) -> bool:
+        """`init_process_group(backend="nccl")`, or a name bound to "nccl", or an option whose default is "nccl"."""
+        if _last(call) != "init_process_group":
+            return False
+        backend = _keyword(call, "backend") or (call.args[0] if call.args else None)
+        value = backend.value if isinstance(backend, ast.keyword) else backend
+        return value is not None and (_string(value) in ("nccl", "NCCL") or _dotted(value) in self.nccl_names
+                                      or isinstance(value, ast.Attribute) and value.attr in self.nccl_options)
+
+    @functools.cached_property
+    def nccl_options(self) -> set[str]:
+        """argparse destinations whose default is "nccl" (`--dist-backend default="nccl"`)."""
+        found = set()
+        for call in self.calls:
+            default = _keyword(call, "default")
+            if _last(call) == "add_argument" and default is not None and _string(default.value) == "nccl":
+                options = [_string(a) or "" for a in call.args]
+                found |= {o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")}
+        return found
+
+    def implies_cuda(self, test_of: ast.If) -> bool:
+        """An `if` whose test, elsewhere in the same function, guards a block that starts NCCL or checks CUDA.
+
+        `if args.distributed: init_process_group("nccl")` ... `if args.distributed: model.cuda()`: the
+        second block runs only where the first started NCCL."""
+        function = self._function_of(test_of)
+        tests = self._cuda_tests.get(function)
+        if tests is None:
+            self._cuda_tests[function] = set()  # while computing: no test implies CUDA yet
+            tests = self._cuda_tests[function] = {
+                ast.dump(n.test) for n in self.walk(function) if isinstance(n, ast.If) and n is not test_of
+                and (lambda o: _EST in o and not o & {_FALL, _LOOP})(self.outcomes(n.body))}
+        return bool(tests) and ast.dump(test_of.test) in tests
 
     def _unsafe_flags(self, tree: ast.Module, calls: list[ast.Call]) -> frozenset[str]:
         """Accelerator flags set to True (a default, an assignment, `--cuda default=True`) and never checked.
@@ -426,23 +624,24 @@ class _FileFacts:
         A flag guards only when it derives from an availability check somewhere in the file
         (`use_cuda = args.cuda and torch.cuda.is_available()`); one that is just True states a wish."""
         wished, checked = set(), set()
-        for node in self.nodes:
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names = {_last(t).lower() for t in targets}
-                if any(isinstance(c, ast.Call) and _availability_call(c) or
-                       isinstance(c, ast.Attribute) and c.attr == "is_cuda" for c in self.walk(node.value)):
-                    checked |= names
-                elif isinstance(node.value, ast.Constant) and node.value.value is True:
-                    wished |= names
-            elif isinstance(node, ast.keyword) and node.arg and any(
-                    isinstance(c, ast.Call) and _availability_call(c) for c in self.walk(node.value)):
+        sources = [c for c in calls if _availability_call(c)] + \
+            [a for a in self.kinds.get(ast.Attribute, []) if a.attr == "is_cuda"]
+        for source in sources:  # the assignment or keyword each availability check flows into
+            node = self.parents.get(source)
+            while node is not None and not isinstance(node, (ast.Assign, ast.AnnAssign, ast.keyword, ast.stmt)):
+                node = self.parents.get(node)
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                checked |= {_last(t).lower() for t in (node.targets if isinstance(node, ast.Assign) else [node.target])}
+            elif isinstance(node, ast.keyword) and node.arg and not isinstance(source, ast.Attribute):
                 checked.add(node.arg.lower())  # f(use_gpu=torch.cuda.is_available())
-            elif isinstance(node, ast.arguments):
-                params = node.posonlyargs + node.args
-                pairs = list(zip(params[len(params) - len(node.defaults):], node.defaults))
-                pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
-                wished |= {a.arg.lower() for a, d in pairs if isinstance(d, ast.Constant) and d.value is True}
+        for node in self.kinds.get(ast.Assign, []):
+            if isinstance(node.value, ast.Constant) and node.value.value is True:
+                wished |= {_last(t).lower() for t in node.targets}
+        for node in self.kinds.get(ast.arguments, []):
+            params = node.posonlyargs + node.args
+            pairs = list(zip(params[len(params) - len(node.defaults):], node.defaults))
+            pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+            wished |= {a.arg.lower() for a, d in pairs if isinstance(d, ast.Constant) and d.value is True}
         for call in calls:
             if _last(call) != "add_argument":
                 continue
@@ -452,6 +651,8 @@ class _FileFacts:
             default, action = _keyword(call, "default"), _string(getattr(_keyword(call, "action"), "value", None))
             if (default is not None and getattr(default.value, "value", None) is True) or action == "store_false":
                 wished.add(dest.lower())
+        wished |= self.project.wished  # `build(model, gpu=True)` in any checked file
+        checked |= self.project.checked
         return frozenset(n for n in wished - checked if any(a in n for a in _ACCEL_FLAG))
 
     def forces_unsafe(self, load: ast.Call) -> bool:
@@ -472,23 +673,33 @@ class _FileFacts:
 
     def saves_in_function(self, load: ast.Call) -> bool:
         """The loaded path (or buffer) is written earlier in the same function: same process, so the same devices."""
-        key = self._path_key(load.args[0])
+        key = self._path_key(self.opened(load, load.args[0]))
         function = self._function_of(load)
-        return any(_dotted(c.func) == "torch.save" and c.lineno < load.lineno and
-                   any(self._path_key(p) == key for p in self._paths(c))
+        return any("save" in _last(c).lower() and c.lineno < load.lineno and self._function_of(c) is function and
+                   any(self._path_key(p) == key for p in self._saved_to(c))
                    for c in self.walk(function) if isinstance(c, ast.Call))
+
+    def _saved_to(self, save: ast.Call) -> list[ast.AST]:
+        """Where a save call writes: torch.save's path, else any argument (`saver.save(state, path)`)."""
+        if _dotted(save.func) in ("torch.save", "torch.jit.save"):
+            return self._paths(save)
+        return [self.opened(save, a) for a in [*save.args, *(k.value for k in save.keywords)]]
 
     def _paths(self, save: ast.Call) -> list[ast.AST]:
         """Where a torch.save writes: its path, or the path `open()`ed by the `with ... as f` around it."""
         target = save.args[1] if len(save.args) > 1 else getattr(_keyword(save, "f"), "value", None)
-        node: ast.AST = save
+        return [self.opened(save, target)] if target is not None else []
+
+    def opened(self, call: ast.AST, target: ast.AST) -> ast.AST:
+        """The path behind a file name: `f` of an enclosing `with open(path) as f:` is `path`."""
+        node: ast.AST = call
         while isinstance(target, ast.Name) and node in self.parents:
             node = self.parents[node]
-            for item in node.items if isinstance(node, ast.With) else []:
+            for item in node.items if isinstance(node, (ast.With, ast.AsyncWith)) else []:
                 var, ctx = item.optional_vars, item.context_expr
                 if isinstance(var, ast.Name) and var.id == target.id and _last(ctx) == "open" and ctx.args:
-                    return [ctx.args[0]]
-        return [target] if target is not None else []
+                    return ctx.args[0]
+        return target
 
     def _path_key(self, path: ast.AST | None) -> str:
         """Compare paths by their last string constant (`"feat.pth"`), else by their whole expression."""
@@ -508,6 +719,11 @@ class _FileFacts:
         """This file saved the path being loaded, from CPU tensors: no map_location is needed."""
         return self._path_key(load_path) in self.cpu_saved
 
+    def own_file(self, load_path: ast.AST) -> bool:
+        """A fixed file name (a string, not a user's path) that this file or a sibling script writes."""
+        key = self._path_key(load_path)
+        return isinstance(load_path, ast.Constant) and (key in self.saved or self.sibling_saved(key))
+
     def moved_after(self, call: ast.Call) -> bool:
         """`helper(n).to(device)`: what the call returns is moved, so where it was made does not matter."""
         parent = self.parents.get(call)
@@ -518,14 +734,10 @@ class _FileFacts:
 
         Only the block's own simple statements count: an NCCL start in a nested `if`, loop or function
         (`if __name__ == "__main__": ... if args.distributed: init(...)`) guards that inner block only."""
+        if not self.nccl_starts:
+            return False
         simple = [stmt for stmt in body if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign, ast.Return))]
-        for call in (c for stmt in simple for c in self.walk(stmt) if isinstance(c, ast.Call)):
-            backend = _keyword(call, "backend") or (call.args[0] if call.args else None)
-            value = backend.value if isinstance(backend, ast.keyword) else backend
-            if _last(call) == "init_process_group" and value is not None and \
-                    (_string(value) == "nccl" or _dotted(value) in self.nccl_names):
-                return True
-        return False
+        return any(self.starts_nccl_call(c) for stmt in simple for c in self.walk(stmt) if isinstance(c, ast.Call))
 
     def _function_of(self, node: ast.AST) -> ast.AST:
         """The innermost function (or the module) around a node."""
@@ -560,15 +772,179 @@ class _FileFacts:
         return found
 
 
+class _Project:
+    """What the lint learns across files: helpers that start NCCL, check availability or unpickle, and callers.
+
+    A call is followed to its definitions in the same file, through `self.`, or through the calling file's
+    imports into the checked files and the modules they import (read from disk when not checked); a call
+    the lint cannot resolve is not followed."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, _FileFacts | None] = {}  # real path -> facts (None: unreadable)
+        self.roots: set[str] = set()  # imports are followed into files under these folders only
+        self._verdicts: dict[tuple[str, int], bool] = {}
+        self._modules: dict[tuple[str, str, int], _FileFacts | None] = {}
+        # Call sites: id(definition) -> [(ids of the functions around the call, CUDA known there)]; calls on
+        # receivers the lint cannot resolve (`trainer.fit()`) count for every method of that name.
+        self.sites: dict[int, list[tuple[tuple[int, ...], bool]]] = {}
+        self.named_sites: dict[str, list[tuple[tuple[int, ...], bool]]] = {}
+        self.wished: set[str] = set()  # flags passed as `gpu=True` somewhere
+        self.cuda_extensions: set[str] = set()  # modules built by CUDAExtension(...): they need CUDA to run
+        self.checked: set[str] = set()  # flags passed an availability check somewhere
+
+    def add(self, path: str, facts: _FileFacts) -> None:
+        """Register a checked file (so imports of it reuse its tree) and the flags its calls pass."""
+        if os.path.isfile(path):
+            self.files[os.path.realpath(path)] = facts
+        for call in facts.calls:
+            if _last(call) == "CUDAExtension":
+                name = _string(call.args[0]) if call.args else _string(getattr(_keyword(call, "name"), "value", None))
+                self.cuda_extensions |= {name, name.rsplit(".", 1)[-1]} if name else set()
+            for keyword in call.keywords:
+                if keyword.arg and any(a in keyword.arg.lower() for a in _ACCEL_FLAG):
+                    if any(isinstance(c, ast.Call) and _availability_call(c) for c in facts.walk(keyword.value)):
+                        self.checked.add(keyword.arg.lower())
+                    elif isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
+                        self.wished.add(keyword.arg.lower())
+
+    def verdict(self, question: str, facts: _FileFacts, node: ast.AST) -> bool:
+        """Memoised answer for one definition; a cycle answers no."""
+        key = (question, id(node))
+        if key not in self._verdicts:
+            self._verdicts[key] = False
+            if isinstance(node, ast.ClassDef):  # a constructor call runs __init__
+                init = [n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+                self._verdicts[key] = bool(init) and self.verdict(question, facts, init[0])
+            elif question == "establishes":
+                outcomes = facts.outcomes(node.body)
+                self._verdicts[key] = _EST in outcomes and outcomes <= {_EST, _EXIT}
+            elif question == "checks":
+                returned = [c for r in facts.walk(node) if isinstance(r, ast.Return) and r.value
+                            for c in facts.walk(r.value) if isinstance(c, ast.Call)]
+                self._verdicts[key] = any(_availability_call(c) or facts.checks_availability(c) for c in returned)
+            else:  # "unpickles": a torch.load inside that forces weights_only=False
+                self._verdicts[key] = any(isinstance(c, ast.Call) and _dotted(c.func) in facts.load_aliases and
+                                          (_false(_keyword(c, "weights_only")) or facts.forces_unsafe(c))
+                                          for c in facts.walk(node))
+        return self._verdicts[key]
+
+    def resolve(self, facts: _FileFacts, func: ast.AST) -> list[tuple[_FileFacts, ast.AST]]:
+        """The definitions a call's function may name (functions, or classes for constructor calls)."""
+        if isinstance(func, ast.Name):
+            local = facts.defs.get(func.id)
+            if local:
+                return [(facts, node) for node in local]
+            module, name, level = facts.imports.get(func.id, ("", None, 0))
+            return self._imported(facts, module, name, level) if name else []
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+            return []
+        owner = func.value.id
+        if owner in ("self", "cls"):
+            cls = facts.parents.get(facts._function_of(func))
+            methods = cls.body if isinstance(cls, ast.ClassDef) else []
+            return [(facts, n) for n in methods if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and n.name == func.attr]
+        if owner not in facts.imports:
+            return []
+        module, name, level = facts.imports[owner]
+        target = self.module(facts, f"{module}.{name}".strip(".") if name else module, level)
+        return [(target, node) for node in target.defs.get(func.attr, [])] if target else []
+
+    def _imported(self, facts: _FileFacts, module: str, name: str, level: int, depth: int = 0) -> list:
+        """Definitions of `name` in a module, following one `from .x import name` re-export."""
+        target = self.module(facts, module, level)
+        if target is None:
+            return []
+        found = [(target, node) for node in target.defs.get(name, [])]
+        if not found and name in target.imports and depth < 2:
+            module, again, level = target.imports[name]
+            return self._imported(target, module, again, level, depth + 1) if again else []
+        return found
+
+    def module(self, facts: _FileFacts, module: str, level: int) -> _FileFacts | None:
+        """The facts of an imported module found next to the importing file or above it, read once."""
+        folder = facts.folder
+        key = (folder, module, level)
+        if key in self._modules:
+            return self._modules[key]
+        self._modules[key] = None
+        if not os.path.isfile(facts.path) or not (module or level):
+            return None
+        if level:
+            for _ in range(level - 1):
+                folder = os.path.dirname(folder)
+            roots = [folder]
+        else:
+            roots = [folder]
+            while len(roots) < 5 and os.path.dirname(roots[-1]) != roots[-1]:
+                roots.append(os.path.dirname(roots[-1]))
+        parts = module.split(".") if module else []
+        for root in roots:
+            stem = os.path.join(root, *parts)
+            for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+                if os.path.isfile(candidate) and (os.path.realpath(candidate) in self.files or any(
+                        _under(candidate, r) for r in self.roots) and not SKIP_DIRS & set(Path(candidate).parts)):
+                    self._modules[key] = self.load(candidate)
+                    return self._modules[key]
+        return None
+
+    def load(self, path: str) -> _FileFacts | None:
+        """Facts of a file that is imported but not checked (parsed once; None when it cannot be)."""
+        real = os.path.realpath(path)
+        if real not in self.files:
+            self.files[real] = None
+            try:
+                self.files[real] = _FileFacts(ast.parse(read_source(Path(path))), path, self)
+            except (LintError, SyntaxError, ValueError, RecursionError, MemoryError):
+                pass
+        return self.files[real]
+
+    def record(self, facts: _FileFacts, call: ast.Call, chain: tuple[int, ...], known: bool) -> list:
+        """Note a call site (and functions passed by name, `mp.spawn(worker, ...)`); return its targets."""
+        targets = self.resolve(facts, call.func)
+        for _, node in targets:
+            self.sites.setdefault(id(node), []).append((chain, known))
+        owner = _dotted(call.func.value).split(".")[0] if isinstance(call.func, ast.Attribute) else ""
+        if not targets and owner and owner not in facts.imports:  # `unittest.main()` reaches no checked file
+            self.named_sites.setdefault(call.func.attr, []).append((chain, known))
+        for value in [*call.args, *(k.value for k in call.keywords)]:
+            if isinstance(value, ast.Name):
+                for node in facts.defs.get(value.id, []):
+                    self.sites.setdefault(id(node), []).append((chain, known))
+        return targets
+
+    def cuda_only(self, definitions: list[tuple[_FileFacts, ast.AST]]) -> set[int]:
+        """Functions every caller in the checked files reaches only where CUDA exists (the least fixed point)."""
+        pending = []
+        for facts, node in definitions:
+            sites = self.sites.get(id(node), []) + self.named_sites.get(node.name, [])
+            owner = facts.parents.get(node)
+            if node.name == "__init__" and isinstance(owner, ast.ClassDef):
+                sites += self.sites.get(id(owner), [])  # `Trainer(cfg)` runs Trainer.__init__
+            sites = [(chain, known) for chain, known in sites if id(node) not in chain]  # recursion
+            if sites:
+                pending.append((id(node), sites))
+        found: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for key, sites in pending:
+                if key not in found and all(known or found.intersection(chain) for chain, known in sites):
+                    found.add(key)
+                    changed = True
+        return found
+
+
 class _Checker(ast.NodeVisitor):
     """Walks one module's tree, keeping just enough context (class, method, guards, scope) for the rules."""
 
-    def __init__(self, path: str, allow_device_strings: bool, facts: _FileFacts) -> None:
-        self.path, self.allow_device_strings, self.facts = path, allow_device_strings, facts
-        self.findings: list[Finding] = []
+    def __init__(self, path: str, allow_device_strings: bool, facts: _FileFacts, porting: bool = False) -> None:
+        self.path, self.allow_device_strings, self.facts, self.porting = path, allow_device_strings, facts, porting
+        self.findings: list[tuple[Finding, tuple[int, ...]]] = []  # each with the functions around it
         self.parents: list[ast.AST] = []  # enclosing classes and functions, innermost last
         self.in_forward = self.in_getitem = False
-        self.guarded = 0  # > 0 while CUDA is known to be present (inside a guard)
+        self.guarded = 0  # > 0 inside a guard: a CUDA test, a skip decorator, after `if not cuda: return`
+        self.cuda_only = 0  # > 0 where the code cannot be without CUDA: NCCL started, CUDA asserted
         self.branches = 0  # > 0 inside if/for/while/try: a rebinding there may not happen
         self.safe_globals = 0  # > 0 inside `with torch.serialization.safe_globals(...)`
         self.wrapped: list[set[str]] = [set()]  # per function scope: names bound to DP/DDP(...)
@@ -584,6 +960,16 @@ class _Checker(ast.NodeVisitor):
             method = _VISITORS[key] = getattr(type(self), "visit_" + type(node).__name__, None) \
                 or type(self).generic_visit
         method(self, node)
+        if type(node) in _MAY_ESTABLISH and self.facts.establishes(node):
+            self.cuda_only += 1  # restored where the block ends (a function, a branch, a loop)
+
+    def known(self) -> bool:
+        """Whether CUDA is known to exist here (--porting: only a guard counts, not a CUDA-only script)."""
+        return bool(self.guarded or (self.cuda_only and not self.porting))
+
+    def _chain(self) -> tuple[int, ...]:
+        """ids of the functions around the current node, outermost first."""
+        return tuple(id(p) for p in self.parents if not isinstance(p, ast.ClassDef))
 
     def generic_visit(self, node: ast.AST) -> None:
         """Visit the children, from the pre-pass's child lists (the same order as ast.NodeVisitor)."""
@@ -596,19 +982,23 @@ class _Checker(ast.NodeVisitor):
 
     def report(self, node: ast.AST, code: str, detail: str = "") -> None:
         """Record a finding at the node's position (columns are 1-based, like flake8)."""
-        self.findings.append(Finding(self.path, node.lineno, node.col_offset + 1, code, detail))
+        finding = Finding(self.path, node.lineno, node.col_offset + 1, code, detail)
+        self.findings.append((finding, self._chain() if code in _HIDEABLE else ()))
 
-    def report_device(self, node: ast.AST, literals: list[tuple[str, bool]]) -> None:
-        """DEV002 for a hard-coded accelerator, DEV011 where a CUDA test already guards it."""
-        if not self.allow_device_strings and not self.facts.resolves_devices:
+    def report_device(self, node: ast.AST, literals: list[tuple[str, bool]], default: bool = False) -> None:
+        """DEV002 for a hard-coded accelerator, DEV011 where a CUDA test already guards it.
+
+        A file that resolves devices may name them, but a hidden default (a parameter's, an argparse
+        option's, a `getattr(args, "device", "cuda")` fallback) is reported there too unless the file is listed."""
+        if not self.allow_device_strings and (default or not self.facts.resolves_devices):
             for literal, guarded in literals:
-                self.report(node, "DEV011" if guarded or self.guarded else "DEV002", repr(literal))
+                self.report(node, "DEV011" if guarded or self.known() else "DEV002", repr(literal))
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         """Remember the class so its methods know whether they are a forward or a __getitem__."""
         guarded = self._decorated_guard(node) or any(
             isinstance(s, ast.Assign) and _dotted(s.targets[0]) == "pytestmark"
-            and _decorator_guard(s.value, self.facts.unsafe_flags) for s in node.body)
+            and _decorator_guard(s.value, self.facts) for s in node.body)
         self.guarded += guarded
         self.parents.append(node)
         self.generic_visit(node)
@@ -617,26 +1007,27 @@ class _Checker(ast.NodeVisitor):
 
     def _decorated_guard(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """A decorator that skips the whole function or class unless CUDA is there guards all of it."""
-        return any(_decorator_guard(d, self.facts.unsafe_flags) for d in node.decorator_list)
+        return any(_decorator_guard(d, self.facts) for d in node.decorator_list)
 
     def visit_Module(self, node: ast.Module) -> None:
         """`pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), ...)` guards the whole file."""
         self.guarded += any(isinstance(s, ast.Assign) and _dotted(s.targets[0]) == "pytestmark"
-                            and _decorator_guard(s.value, self.facts.unsafe_flags) for s in node.body)
+                            and _decorator_guard(s.value, self.facts) for s in node.body)
+        self.cuda_only += self.facts.tests_cuda_extension
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """Check defaults, then the body with forward/__getitem__/guard context and a fresh scope."""
-        self._check_default_devices(node.args)
+        self._check_default_devices(node)
         owner = self.parents[-1] if self.parents else None
-        saved = (self.in_forward, self.in_getitem, self.guarded, self.branches)
+        saved = (self.in_forward, self.in_getitem, self.guarded, self.cuda_only, self.branches)
         inherited = self.in_forward and not isinstance(owner, ast.ClassDef)
         self.in_forward = id(node) in self.facts.forward_like or inherited
         if isinstance(owner, ast.ClassDef):
             self.in_getitem = node.name == "__getitem__" and _is_dataset(owner)
+        self.guarded += self._decorated_guard(node)
         # Collectives mean a process group; device strings there run under NCCL, which needs CUDA.
-        self.guarded += id(node) in self.facts.collective_functions \
-            or self._decorated_guard(node) or self.facts.starts_nccl(node.body)
+        self.cuda_only += (id(node), "") in self.facts.collective_scopes or self.facts.starts_nccl(node.body)
         self.branches = 0
         self.parents.append(node)
         self.wrapped.append(set())
@@ -645,43 +1036,43 @@ class _Checker(ast.NodeVisitor):
         self.dicts.pop()
         self.wrapped.pop()
         self.parents.pop()
-        self.in_forward, self.in_getitem, self.guarded, self.branches = saved
+        self.in_forward, self.in_getitem, self.guarded, self.cuda_only, self.branches = saved
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_If(self, node: ast.If | ast.IfExp) -> None:
         """Visit each branch knowing whether CUDA is established there; an early exit guards the rest."""
-        guard = _guard(node.test, self.facts.unsafe_flags)
-        if isinstance(node, ast.If) and self.facts.starts_nccl(node.body):
-            guard = _CUDA
+        guard = _guard(node.test, self.facts)
+        scopes = self.facts.collective_scopes
+        nccl = isinstance(node, ast.If) and ((id(node), "body") in scopes or self.facts.starts_nccl(node.body)
+                                             or self.facts.implies_cuda(node))
         self.visit(node.test)
-        self._visit_branch(node.body, guard == _CUDA)
-        self._visit_branch(node.orelse, guard == _NOT_CUDA)
+        self._visit_branch(node.body, guard == _CUDA, nccl)
+        self._visit_branch(node.orelse, guard == _NOT_CUDA, (id(node), "orelse") in scopes)
         body = node.body if isinstance(node.body, list) else []
         if guard == _NOT_CUDA and body and _exits(body[-1]):
             self.guarded += 1  # `if not torch.cuda.is_available(): return`; restored when the function ends
 
     visit_IfExp = visit_If
 
-    def _visit_branch(self, body: list[ast.stmt] | ast.expr, guarded: bool) -> None:
+    def _visit_branch(self, body: list[ast.stmt] | ast.expr, guarded: bool, cuda_only: bool = False) -> None:
         """Visit statements (or an expression) that run only on one side of a test."""
+        saved = self.guarded, self.cuda_only
         self.guarded += guarded
+        self.cuda_only += cuda_only
         self.branches += 1
         for child in body if isinstance(body, list) else [body]:
             self.visit(child)
         self.branches -= 1
-        self.guarded -= guarded
-
-    def visit_Assert(self, node: ast.Assert) -> None:
-        """`assert torch.cuda.is_available()` guards everything after it."""
-        self.generic_visit(node)
-        self.guarded += _guard(node.test, self.facts.unsafe_flags) == _CUDA
+        self.guarded, self.cuda_only = saved
 
     def generic_branch(self, node: ast.AST) -> None:
         """Loops and try blocks may not run: a rebinding inside them does not forget a wrapper."""
+        saved = self.guarded, self.cuda_only
         self.branches += 1
         self.generic_visit(node)
         self.branches -= 1
+        self.guarded, self.cuda_only = saved
 
     visit_For = visit_AsyncFor = visit_While = visit_Try = generic_branch
 
@@ -694,20 +1085,36 @@ class _Checker(ast.NodeVisitor):
 
     visit_AsyncWith = visit_With
 
+    def visit_Constant(self, node: ast.Constant) -> None:
+        """Constants have no children and no rule of their own (NodeVisitor's version is slow)."""
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         """DEV010: `torch.cuda.FloatTensor` and friends exist only with CUDA."""
-        if _TYPED_CUDA.match(_dotted(node)) and not self.guarded:
+        if _TYPED_CUDA.match(_dotted(node)) and not self.known():
             self.report(node, "DEV010", _dotted(node))
         self.generic_visit(node)
 
-    def _check_default_devices(self, args: ast.arguments) -> None:
-        """DEV002 for `def f(device="cuda")`: a hidden default device is still a hard-coded one."""
+    def _check_default_devices(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """DEV002 for `def f(device="cuda")`: a hidden default device is still a hard-coded one.
+
+        Unless the function only names a backend with it (`torch.get_autocast_dtype(device)`, comparisons)."""
+        args = function.args
         params = args.posonlyargs + args.args
         pairs = list(zip(params[len(params) - len(args.defaults):], args.defaults, strict=True))
         pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
         for param, default in pairs:
-            if "device" in param.arg:
-                self.report_device(default, _device_literals(default, self.facts.unsafe_flags))
+            if "device" in param.arg and not _names_only(ast.Name(param.arg), self.facts, function) \
+                    and not self._always_passed(function, param.arg, params.index(param) if param in params else -1):
+                self.report_device(default, _device_literals(default, self.facts), default=True)
+
+    def _always_passed(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, position: int) -> bool:
+        """A private helper (`_name`) whose every call in this file passes the parameter: its default is never used."""
+        if not function.name.startswith("_") or function.name.endswith("__"):
+            return False
+        shift = 1 if function.args.args and function.args.args[0].arg in ("self", "cls") else 0
+        calls = [c for c in self.facts.calls if _last(c) == function.name and c.func is not None]
+        return bool(calls) and all(_keyword(c, name) is not None or
+                                   0 <= position - shift < len(c.args) for c in calls)
 
     def visit_Assign(self, node: ast.Assign | ast.AnnAssign) -> None:
         """Track names holding a DP/DDP wrapper or a dict; DEV002 for `device = "cuda"`."""
@@ -717,11 +1124,13 @@ class _Checker(ast.NodeVisitor):
             name = _dotted(target)
             if "device" in _last(target).lower() and not _last(target).lower().endswith("type") \
                     and not _names_only(target, self.facts):
-                self.report_device(node.value, _device_literals(node.value, self.facts.unsafe_flags))
+                self.report_device(node.value, _device_literals(node.value, self.facts))
             if not name or node.value is None:
                 continue
             scope = self.wrapped_attrs if isinstance(target, ast.Attribute) else self.wrapped[-1]
-            self._rebind(scope, name, _wraps(node.value, self.wrapped_attrs | set().union(*self.wrapped)))
+            wrapped = self.wrapped_attrs | set().union(*self.wrapped) if self.wrapped_attrs or any(self.wrapped) \
+                else set()
+            self._rebind(scope, name, _wraps(node.value, wrapped))
             self._rebind(self.dicts[-1], name, _is_dict(node.value))
 
     visit_AnnAssign = visit_Assign
@@ -744,20 +1153,18 @@ class _Checker(ast.NodeVisitor):
         """Run every call-shaped rule on this call, then visit its arguments."""
         func = node.func
         method = func.attr if isinstance(func, ast.Attribute) else ""
+        targets = self.facts.project.record(self.facts, node, self._chain(), self.known())
         if method in ("to", "cuda", "type_as"):
             self._mark_moved(func.value, node)
-        if method == "cuda" and not self.guarded:
+        if method == "cuda" and not self.known():
             self.report(node, "DEV001")
         self._check_device_strings(node, method)
         name = _dotted(func)
-        if name.startswith("torch.cuda.") and name[11:] in _CUDA_RUNTIME and not self.guarded \
-                and not self.facts.resolves_devices and not self.allow_device_strings:
-            self.report(node, "DEV012", f"{name}()")
-        if name in ("torch.load", "torch.jit.load"):
-            self._check_load(node, name)
-        if _last(node) == "partial" and node.args and _dotted(node.args[0]) == "torch.load" \
-                and _false(_keyword(node, "weights_only")):
-            self.report(node, "DEV004", "weights_only=False in a torch.load wrapper")
+        self._check_runtime(node, name, method)
+        if name in self.facts.load_aliases or name == "torch.jit.load":
+            self._check_load(node, "torch.load" if name in self.facts.load_aliases else name)
+        else:
+            self._check_helper_load(node, name, targets)
         if name == "torch.save" and node.args and _looks_like_module(node.args[0]) \
                 and _dotted(node.args[0]) not in self.dicts[-1]:
             self.report(node, "DEV006", f"{_dotted(node.args[0]) or 'object'} is saved whole")
@@ -770,10 +1177,41 @@ class _Checker(ast.NodeVisitor):
             self.report(node, "DEV009", f"{_dotted(func.value) or 'the wrapper'} is still wrapped")
         self.generic_visit(node)
 
+    def _check_runtime(self, node: ast.Call, name: str, method: str) -> None:
+        """DEV012: CUDA runtime calls and `Tensor.pin_memory()` raise without a CUDA driver."""
+        if self.known() or self.facts.resolves_devices or self.allow_device_strings:
+            return
+        if name.startswith("torch.cuda.") and name[11:] in _CUDA_RUNTIME:
+            self.report(node, "DEV012", f"{name}()")
+        elif method == "pin_memory" and not node.args and not node.keywords and \
+                not (self.parents and getattr(self.parents[-1], "name", "") == "pin_memory"):
+            self.report(node, "DEV012", ".pin_memory()")  # a batch's own pin_memory() runs only when pinning
+
+    def _check_helper_load(self, node: ast.Call, name: str, targets: list) -> None:
+        """DEV004 for unpickling through a helper: a download, or a function that forces weights_only=False."""
+        last = _last(node)
+        if not (targets or last in _HELPER_LOADS) or _true(_keyword(node, "weights_only")) or self.safe_globals:
+            return
+        if _last(node) == "partial" and node.args and _dotted(node.args[0]) == "torch.load":
+            if _false(_keyword(node, "weights_only")):
+                self.report(node, "DEV004", "weights_only=False in a torch.load wrapper")
+        elif _last(node) == "load_state_dict_from_url" or name.endswith("model_zoo.load_url"):
+            self.report(node, "DEV004", f"{name or _last(node)}() unpickles a download")
+        elif self.facts.qualified(node.func) in _UNSAFE_HELPERS:
+            self.report(node, "DEV004", _UNSAFE_HELPERS[self.facts.qualified(node.func)])
+        elif targets and all(self.facts.project.verdict("unpickles", f, d) for f, d in targets) and \
+                not any(id(d) in map(id, self.parents) for _, d in targets) and \
+                not (node.args and self.facts.saves_in_function(node)):  # saved by this process
+            self.report(node, "DEV004", f"{name or _last(node)}() loads with weights_only=False")
+
     def _kept(self, node: ast.Call) -> bool:
-        """A state_dict() that is saved or stored, not one handed to a checking/loading function."""
+        """A state_dict() that is saved or stored (directly or by the name it is bound to), not only read or checked."""
         parent = self.facts.parents.get(node)
-        return not isinstance(parent, ast.Call) or "save" in _last(parent).lower() or _last(parent) == "dict"
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+            uses = [n for n in self.facts.walk(self.facts._function_of(node)) if isinstance(n, ast.Name)
+                    and n.id == parent.targets[0].id and isinstance(n.ctx, ast.Load)]
+            return not uses or any(_stored(use, self.facts.parents) for use in uses)
+        return _stored(node, self.facts.parents)
 
     def _mark_moved(self, receiver: ast.AST, move: ast.Call) -> None:
         """Remember the calls in `torch.arange(n)[None].float().to(x)` as moved (not DEV007)."""
@@ -800,10 +1238,15 @@ class _Checker(ast.NodeVisitor):
         if device_kw is not None:
             candidates.append(device_kw.value)
         default = _keyword(node, "default")
+        defaults = _lookup_default(node)
         if method == "add_argument" and default is not None and any("device" in (_string(a) or "") for a in node.args):
-            candidates.append(default.value)
+            defaults.append(default.value)
+        if _last(node) == "set_default_device" and node.args:
+            defaults.append(node.args[0])
         for candidate in candidates:
-            self.report_device(candidate, _device_literals(candidate, self.facts.unsafe_flags))
+            self.report_device(candidate, _device_literals(candidate, self.facts))
+        for candidate in defaults:
+            self.report_device(candidate, _device_literals(candidate, self.facts), default=True)
 
     def _check_load(self, node: ast.Call, name: str) -> None:
         """DEV003/DEV004: a load must say where tensors go and refuse arbitrary pickles.
@@ -811,10 +1254,11 @@ class _Checker(ast.NodeVisitor):
         `**kwargs` hides what the caller passes, but not what this call or its function forces:
         a wrapper that passes `weights_only=False` (or sets it in the options it forwards) is reported."""
         forwarded = _keyword(node, None) is not None
-        same_process = bool(node.args) and (self.facts.saved_on_cpu_here(node.args[0])
-                                            or self.facts.saves_in_function(node)
-                                            or self.facts.sibling_cpu_saved(self.facts._path_key(node.args[0])))
-        if not forwarded and len(node.args) < 2 and _keyword(node, "map_location") is None and not same_process:
+        path = self.facts.opened(node, node.args[0]) if node.args else None
+        same_process = path is not None and (self.facts.saved_on_cpu_here(path) or self.facts.saves_in_function(node)
+                                             or self.facts.sibling_cpu_saved(self.facts._path_key(path)))
+        if not forwarded and len(node.args) < 2 and _keyword(node, "map_location") is None and not same_process \
+                and not self.known():  # where CUDA exists, a GPU checkpoint loads
             self.report(node, "DEV003", name if name != "torch.load" else "")
         if name != "torch.load" or self.safe_globals:
             return  # torch.jit.load runs no pickle; safe_globals means the allow-list was chosen
@@ -823,7 +1267,8 @@ class _Checker(ast.NodeVisitor):
         advice = f"; the checkpoint pickles {', '.join(objects)}: save plain values" if objects else ""
         if _false(weights_only) or (forwarded and weights_only is None and self.facts.forces_unsafe(node)):
             self.report(node, "DEV004", "weights_only=False" + advice)
-        elif weights_only is None and not forwarded:
+        elif weights_only is None and not forwarded and not (path is not None and self.facts.own_file(path)) \
+                and not (path is not None and self.facts.saves_in_function(node)):
             self.report(node, "DEV004", "not given" + advice)
 
     def _check_factory(self, node: ast.Call, name: str) -> None:
@@ -832,6 +1277,39 @@ class _Checker(ast.NodeVisitor):
             return
         if not _host_only(node, self.facts):
             self.report(node, "DEV007", f"{name}() is created on the CPU")
+
+
+def _lookup_default(call: ast.Call) -> list[ast.AST]:
+    """The fallback of a device lookup: `getattr(args, "device", "cuda")`, `cfg.get("device", "cuda")`, getenv."""
+    name = _last(call)
+    key_at = 1 if name == "getattr" else 0 if name in ("get", "pop", "setdefault", "getenv") else None
+    key = (_string(call.args[key_at]) or "").lower() if key_at is not None and len(call.args) > key_at + 1 else ""
+    if "device" not in key or key.endswith("type"):
+        return []
+    return [call.args[key_at + 1]]
+
+
+def _collective(call: ast.Call) -> bool:
+    """A torch.distributed collective (`dist.all_reduce(x)`): a process group exists."""
+    return _last(call) in _COLLECTIVES and _dotted(call.func).startswith(("dist.", "torch.distributed."))
+
+
+def _stored(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """A value that is saved, put in a container, returned or stored in an attribute, not only read or checked."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.Call):
+        return node is not parent.func and ("save" in _last(parent).lower() or _last(parent) == "dict")
+    if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        return any(not isinstance(t, ast.Name) for t in targets)
+    if isinstance(parent, ast.keyword):
+        return _stored(parent, parents)
+    return isinstance(parent, (ast.Dict, ast.List, ast.Tuple, ast.Return, ast.Yield))
+
+
+def _true(keyword: ast.keyword | None) -> bool:
+    """`weights_only=True` (a constant true value)."""
+    return keyword is not None and isinstance(keyword.value, ast.Constant) and keyword.value.value is True
 
 
 def _false(keyword: ast.keyword | None) -> bool:
@@ -867,12 +1345,12 @@ def _naming_use(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     return isinstance(parent, ast.Call) and node is not parent.func and _last(parent) in _TYPE_ONLY | {"print", "str"}
 
 
-def _names_only(target: ast.AST, facts: _FileFacts) -> bool:
+def _names_only(target: ast.AST, facts: _FileFacts, function: ast.AST | None = None) -> bool:
     """`amp_device = "cuda"` in a function whose every later use only names the backend (autocast, a comparison)."""
     if not isinstance(target, ast.Name):
         return False
     parents = facts.parents
-    function = target
+    function = function or target
     while function in parents and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         function = parents[function]
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -972,57 +1450,149 @@ def _matches(path: Path | str, patterns: Iterable[str]) -> bool:
 
 
 def lint_source(source: str, filename: str = "<string>", select: Iterable[str] | None = None,
-                ignore: Iterable[str] = (), allow_devices_in: Iterable[str] = DEVICE_MODULES) -> list[Finding]:
+                ignore: Iterable[str] = (), allow_devices_in: Iterable[str] = DEVICE_MODULES,
+                porting: bool = False) -> list[Finding]:
     """Lint one module's text; DEV000 (syntax error) is reported whatever select/ignore say."""
+    errors: list[str] = []
+    findings = lint_sources([(filename, source)], errors, select, ignore, allow_devices_in, porting)
+    if errors:
+        raise LintError(errors[0].split(": error: ", 1)[-1])
+    return findings
+
+
+def lint_sources(sources: Iterable[tuple[str, str]], errors: list[str] | None = None,
+                 select: Iterable[str] | None = None, ignore: Iterable[str] = (),
+                 allow_devices_in: Iterable[str] = DEVICE_MODULES, porting: bool = False,
+                 roots: Iterable[str] = ()) -> list[Finding]:
+    """Lint modules together, (filename, text) each: calls between them are followed.
+
+    A function whose every caller in these files runs only where CUDA exists is CUDA-only too;
+    `porting` turns the opt-in rules on and reports CUDA-only code as well. Imports are followed into
+    other files under `roots` (default: the project around each file: pyproject.toml, setup.py or .git)."""
+    enabled = gc.isenabled()
+    gc.disable()  # every tree stays alive until the end: the collector would rescan them all, again and again
     try:
-        tree = ast.parse(source, filename)
-        facts = _FileFacts(tree)
+        return _lint_sources(list(sources), [] if errors is None else errors, select, ignore, allow_devices_in,
+                             porting, roots)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Iterable[str] | None,
+                  ignore: Iterable[str], allow_devices_in: Iterable[str], porting: bool,
+                  roots: Iterable[str]) -> list[Finding]:
+    """lint_sources() with the collector off."""
+    project, parsed, findings = _Project(), [], []
+    project.roots = {os.path.realpath(r) for r in roots} or \
+        {_project_root(os.path.dirname(os.path.realpath(f))) for f, _ in sources if os.path.isfile(f)}
+    for filename, source in sources:
+        try:
+            facts = _FileFacts(ast.parse(source, filename), filename, project)
+        except SyntaxError as error:
+            if "null bytes" in str(error.msg):
+                errors.append(f"{filename}: error: contains null bytes; not a Python source file")
+            else:
+                findings.append(Finding(filename, error.lineno or 1, error.offset or 1, "DEV000", error.msg))
+            continue
+        except (RecursionError, MemoryError):
+            errors.append(f"{filename}: error: nested too deeply to check")
+            continue
         if os.path.isfile(filename):
-            facts.sibling_cpu_saved = lambda key: key in _sibling_cpu_saves(os.path.dirname(os.path.abspath(filename)),
-                                                                            os.path.basename(filename))
-        checker = _Checker(filename, _matches(filename, allow_devices_in) or _allowed_by_pyproject(filename), facts)
-        checker.visit(tree)
-    except SyntaxError as error:
-        if "null bytes" in str(error.msg):
-            raise LintError("contains null bytes; not a Python source file") from None
-        return [Finding(filename, error.lineno or 1, error.offset or 1, "DEV000", error.msg)]
-    except (RecursionError, MemoryError):
-        raise LintError("nested too deeply to check") from None
-    chosen = set(select) if select else {code for code, rule in RULES.items() if rule.default}
-    chosen -= set(ignore)
-    silenced = _ignored(source) if checker.findings and _IGNORE.search(source) else {}
-    kept = []
-    for finding in checker.findings:
-        codes = silenced.get(finding.line, set())
-        if finding.code in chosen and codes is not None and finding.code not in codes:
-            kept.append(finding)
-    return sorted(set(kept))
+            folder, me = os.path.dirname(os.path.abspath(filename)), os.path.basename(filename)
+            facts.sibling_cpu_saved = lambda key, folder=folder, me=me: key in _sibling_cpu_saves(folder, me)
+            facts.sibling_saved = lambda key, folder=folder, me=me: key in _sibling_cpu_saves(folder, me, cpu=False)
+        project.add(filename, facts)
+        parsed.append((filename, source, facts))
+    checked = []
+    for filename, source, facts in parsed:
+        allowed = _matches(filename, allow_devices_in) or _allowed_by_pyproject(filename)
+        checker = _Checker(filename, allowed, facts, porting)
+        try:
+            checker.visit(facts.tree)
+        except (RecursionError, MemoryError):
+            errors.append(f"{filename}: error: nested too deeply to check")
+            continue
+        checked.append((source, facts, checker.findings))
+    functions = [(facts, node) for _, facts, _ in checked for nodes in facts.defs.values() for node in nodes
+                 if not isinstance(node, ast.ClassDef)]
+    hidden = set() if porting else project.cuda_only(functions) | _unreached(functions)
+    return sorted(set(findings) | _kept(checked, hidden, _chosen(select, ignore, porting)))
+
+
+def _unreached(functions: list[tuple[_FileFacts, ast.AST]]) -> set[int]:
+    """Private helpers (`_name`, not `__dunder__`) that no checked file mentions: nothing reaches them."""
+    mentioned = set().union(*(facts.private_mentions for facts in {id(f): f for f, _ in functions}.values()))
+    return {id(node) for _, node in functions if node.name.startswith("_") and not node.name.endswith("__")
+            and node.name not in mentioned}
+
+
+@functools.lru_cache(maxsize=256)
+def _project_root(folder: str) -> str:
+    """The nearest folder at or above this one with pyproject.toml, setup.py or .git (else the folder itself)."""
+    here = folder
+    for _ in range(8):
+        if any(os.path.exists(os.path.join(here, marker)) for marker in ("pyproject.toml", "setup.py", ".git")):
+            return here
+        if os.path.dirname(here) == here:
+            break
+        here = os.path.dirname(here)
+    return folder
+
+
+def _under(path: str, folder: str) -> bool:
+    """Whether a file lies inside a folder (after resolving links)."""
+    real = os.path.realpath(path)
+    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _chosen(select: Iterable[str] | None, ignore: Iterable[str], porting: bool) -> set[str]:
+    """The codes to report: --select, else the default rules (and the opt-in ones with --porting), less --ignore."""
+    chosen = set(select) if select else {code for code, rule in RULES.items() if rule.default or porting}
+    return chosen - set(ignore)
+
+
+def _kept(checked: list, hidden: set[int], chosen: set[str]) -> set[Finding]:
+    """Findings left after CUDA-only functions (DEV002 there is DEV011), rule choice and ignore comments."""
+    kept: set[Finding] = set()
+    for source, _, found in checked:
+        silenced = _ignored(source) if found and _IGNORE.search(source) else {}
+        for finding, chain in found:
+            if hidden.intersection(chain):
+                if finding.code != "DEV002":
+                    continue
+                finding = finding._replace(code="DEV011")
+            codes = silenced.get(finding.line, set())
+            if finding.code in chosen and codes is not None and finding.code not in codes:
+                kept.add(finding)
+    return kept
 
 
 @functools.lru_cache(maxsize=64)
-def _sibling_saves(folder: str) -> dict[str, frozenset[str]]:
-    """For each script in a folder that calls torch.save: the paths it saves from CPU (by their file name)."""
-    saves: dict[str, frozenset[str]] = {}
+def _sibling_saves(folder: str) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    """For each script in a folder that calls torch.save: the paths it saves from CPU, and all it saves."""
+    saves: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         file = os.path.join(folder, name)
         if not name.endswith(".py") or not os.path.isfile(file):
             continue
         try:
             text = read_source(Path(file))
-            saves[name] = frozenset(_FileFacts(ast.parse(text)).cpu_saved) if "torch.save" in text else frozenset()
+            facts = _FileFacts(ast.parse(text)) if "torch.save" in text else None
+            saves[name] = (frozenset(facts.cpu_saved), frozenset(facts.saved)) if facts else (frozenset(), frozenset())
         except (LintError, SyntaxError, ValueError, RecursionError):
             continue
     return saves
 
 
-def _sibling_cpu_saves(folder: str, me: str) -> set[str]:
-    """Paths a sibling script (same folder, another file) saves from CPU: loading them needs no map_location."""
-    return {key for name, keys in _sibling_saves(folder).items() if name != me for key in keys}
+def _sibling_cpu_saves(folder: str, me: str, cpu: bool = True) -> set[str]:
+    """Paths a sibling script (same folder, another file) saves (from CPU: loading them needs no map_location)."""
+    return {key for name, keys in _sibling_saves(folder).items() if name != me for key in keys[0 if cpu else 1]}
 
 
 @functools.lru_cache(maxsize=64)
-def _pyproject_patterns(folder: str) -> tuple[str, tuple[str, ...]]:
-    """The nearest pyproject.toml at or above a folder: its folder and `[tool.devicelint] allow-devices-in`."""
+def _pyproject_patterns(folder: str, key: str = "allow-devices-in") -> tuple[str, tuple[str, ...]]:
+    """The nearest pyproject.toml at or above a folder: its folder and a `[tool.devicelint]` list (or ())."""
     here = Path(folder)
     for candidate in (here, *here.parents):
         file = candidate / "pyproject.toml"
@@ -1032,7 +1602,7 @@ def _pyproject_patterns(folder: str) -> tuple[str, tuple[str, ...]]:
             except (OSError, UnicodeDecodeError):
                 return "", ()
             section = re.search(r"^\[tool\.devicelint\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
-            value = re.search(r"^allow-devices-in\s*=\s*\[(.*?)\]", section.group(1), re.M | re.S) if section else None
+            value = re.search(rf"^{key}\s*=\s*\[(.*?)\]", section.group(1), re.M | re.S) if section else None
             return str(candidate), tuple(re.findall(r"[\"']([^\"']+)[\"']", value.group(1))) if value else ()
     return "", ()
 
@@ -1073,8 +1643,9 @@ def read_source(file: Path) -> str:
 
 def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (), errors: list[str] | None = None,
                **options) -> list[Finding]:
-    """Lint each Python file under the paths once; files that cannot be checked go to `errors`."""
-    findings: set[Finding] = set()
+    """Lint each Python file under the paths once, together; files that cannot be checked go to `errors`."""
+    errors = [] if errors is None else errors
+    sources: list[tuple[str, str]] = []
     seen: set[str] = set()
     for path in paths:
         for file in python_files(Path(path), exclude):
@@ -1083,11 +1654,11 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (), errors: list[s
                 continue  # overlapping arguments (`src src/a.py`) check a file once
             seen.add(key)
             try:
-                findings.update(lint_source(read_source(file), str(file), **options))
+                sources.append((str(file), read_source(file)))
             except LintError as error:
-                if errors is not None:
-                    errors.append(f"{file}: error: {error}")
-    return sorted(findings)
+                errors.append(f"{file}: error: {error}")
+    roots = [p if os.path.isdir(p) else _project_root(os.path.dirname(os.path.realpath(p))) for p in paths]
+    return lint_sources(sources, errors, roots=roots, **options)
 
 
 def _codes(text: str | None) -> list[str]:
@@ -1098,13 +1669,17 @@ def _codes(text: str | None) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     """The command line; returned so other tools can reuse it."""
     parser = argparse.ArgumentParser(prog="devicelint", description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", help="files or folders to check")
+    parser.add_argument("paths", nargs="*", help="files or folders to check (default: pyproject.toml's "
+                        "[tool.devicelint] paths, else the project around the current folder)")
     parser.add_argument("--select", help="comma-separated codes to report (default: all rules on by default)")
     parser.add_argument("--ignore", help="comma-separated codes to skip")
     parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                         help="skip files and folders matching this glob or path (repeatable)")
     parser.add_argument("--allow-devices-in", action="append", default=[], metavar="PATTERN",
                         help="a file name, path or glob allowed to hold device strings (repeatable)")
+    parser.add_argument("--porting", action="store_true",
+                        help="for code becoming device-portable: the opt-in rules too, and CUDA-only code "
+                             "(NCCL scripts, CUDA asserted) is reported like any other")
     parser.add_argument("--list-rules", action="store_true", help="print the rules and exit")
     parser.add_argument("--explain", metavar="CODE", help="print why a rule exists and how to fix it")
     return parser
@@ -1119,6 +1694,21 @@ def _summary(findings: list[Finding]) -> str:
             f"file{'s' * (files != 1)} ({per_code}); `--explain CODE` shows the fix")
 
 
+def project_paths(folder: str = ".") -> list[str]:
+    """What to lint when no path is given: pyproject's `[tool.devicelint] paths` (globs), else its project.
+
+    A path named there that does not exist is returned as it is, so the usage check reports it."""
+    root, patterns = _pyproject_patterns(os.path.abspath(folder), "paths")
+    if not root:
+        return [folder]
+    found: list[str] = []
+    for pattern in patterns or ["."]:
+        matches = sorted(glob.glob(os.path.join(root, pattern))) if glob.has_magic(pattern) else \
+            [os.path.join(root, pattern)]
+        found += [os.path.relpath(m) if not os.path.relpath(m).startswith("..") else m for m in matches]
+    return found
+
+
 def _usage_problem(args: argparse.Namespace, select: list[str], ignore: list[str]) -> str:
     """The first thing wrong with the command line, or ''."""
     unknown = sorted(set(select + ignore + _codes(args.explain)) - set(RULES))
@@ -1130,13 +1720,15 @@ def _usage_problem(args: argparse.Namespace, select: list[str], ignore: list[str
         return f"no such file or directory: {missing[0]}"
     if broken:
         return f"broken symbolic link: {broken[0]}"
-    return "" if args.paths or args.list_rules or args.explain else "no paths given"
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the linter: 0 clean, 1 findings, 2 bad command line or a file that could not be checked."""
     args = build_parser().parse_args(argv)
     select, ignore = _codes(args.select), _codes(args.ignore)
+    if not args.paths and not (args.list_rules or args.explain):
+        args.paths = project_paths()
     problem = _usage_problem(args, select, ignore)
     if problem:
         print(f"devicelint: {problem}", file=sys.stderr)
@@ -1144,14 +1736,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list_rules or args.explain:
         for rule in RULES.values():
             if args.list_rules:
-                off = "" if rule.default else " [off by default]"
+                off = "" if rule.default else " [off by default; on with --porting]"
                 print(f"{rule.code}  {rule.summary}{off} (--explain {rule.code})")
             elif rule.code == args.explain.strip().upper():
                 print(f"{rule.code}: {rule.summary}\n\n{rule.hint}")
         return 0
     errors: list[str] = []
     findings = lint_paths(args.paths, exclude=args.exclude, errors=errors, select=select or None, ignore=ignore,
-                          allow_devices_in=DEVICE_MODULES + tuple(args.allow_devices_in))
+                          allow_devices_in=DEVICE_MODULES + tuple(args.allow_devices_in), porting=args.porting)
     for finding in findings:
         print(finding.format())
     if findings:
