@@ -70,14 +70,14 @@ def read_labels(path: Path) -> dict[tuple[str, str, int, str], tuple[str, str]]:
     return labels
 
 
-def findings(lint, folder: Path) -> set[tuple[str, int, str]]:
-    """(file relative to the repository, line, rule) of each default-rule finding; one per line and rule."""
-    found = lint.lint_paths([str(folder)], errors=[])
+def findings(lint, folder: Path, select: list[str] | None = None) -> set[tuple[str, int, str]]:
+    """(file relative to the repository, line, rule) of each finding (default rules unless `select`); one per line."""
+    found = lint.lint_paths([str(folder)], errors=[], select=select)
     return {(Path(f.path).relative_to(folder).as_posix(), f.line, f.code) for f in found if f.code != "DEV000"}
 
 
-def score(repo: Repo, found: set, labels: dict) -> tuple[Counter, list[str]]:
-    """Counts per (rule, outcome) for one repository, and its findings that have no label."""
+def score(repo: Repo, found: set, labels: dict, rules: set[str] | None = None) -> tuple[Counter, list[str]]:
+    """Counts per (rule, outcome) for one repository (`rules`: only these), and its findings with no label."""
     counts: Counter = Counter()
     unlabelled = []
     for file, line, rule in sorted(found):
@@ -87,7 +87,7 @@ def score(repo: Repo, found: set, labels: dict) -> tuple[Counter, list[str]]:
         elif label != "unsure":
             counts[rule, "right" if label == "hazard" else "false alarm"] += 1
     for (name, file, line, rule), (label, _) in labels.items():
-        if name == repo.repo and label == "hazard" and (file, line, rule) not in found:
+        if name == repo.repo and label == "hazard" and (file, line, rule) not in found and rule in (rules or {rule}):
             counts[rule, "missed"] += 1
     return counts, unlabelled
 
@@ -98,8 +98,7 @@ def table(title: str, counts: Counter) -> list[str]:
             "|---|---|---|---|---|---|"]
     rules = sorted({rule for rule, _ in counts})
     for rule in [*rules, "all"]:
-        pick = (lambda r: r == rule) if rule != "all" else (lambda r: True)
-        right, wrong, missed = (sum(n for (r, o), n in counts.items() if pick(r) and o == outcome)
+        right, wrong, missed = (sum(n for (r, o), n in counts.items() if rule in (r, "all") and o == outcome)
                                 for outcome in ("right", "false alarm", "missed"))
         precision = f"{right / (right + wrong):.2f}" if right + wrong else "–"
         recall = f"{right / (right + missed):.2f}" if right + missed else "–"
@@ -114,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("corpus", type=Path, help="folder holding OWNER+NAME/ checkouts")
     parser.add_argument("--set", help="score only this set (tuning, held-out)")
     parser.add_argument("--by-repo", action="store_true", help="a table per repository too")
+    parser.add_argument("--select", help="score these rules instead of the default ones (e.g. DEV007, opt-in)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with repos.csv and labels.csv")
     parser.add_argument("--lint", type=Path, default=LINT, help="the devicelint.py to score")
     args = parser.parse_args(argv)
@@ -128,10 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lint_score: not in {args.corpus}: {', '.join(missing)} (see the docstring)", file=sys.stderr)
         return 2
     lint = load_lint(args.lint)
+    select = [c.strip().upper() for c in args.select.split(",")] if args.select else None
+    rules = set(select) if select else {code for code, rule in lint.RULES.items() if rule.default}
     per_set: dict[str, Counter] = defaultdict(Counter)
     unlabelled: list[str] = []
     for repo in repos:
-        counts, loose = score(repo, findings(lint, args.corpus / repo.repo.replace("/", "+")), labels)
+        counts, loose = score(repo, findings(lint, args.corpus / repo.repo.replace("/", "+"), select), labels, rules)
         per_set[repo.set] += counts
         unlabelled += loose
         if args.by_repo:

@@ -407,7 +407,7 @@ class _FileFacts:
         self.folder = os.path.dirname(os.path.abspath(path))
         self._walks: dict[ast.AST, list[ast.AST]] = {}
         self._memo: dict[ast.stmt, frozenset[str]] = {}
-        self._cuda_tests: dict[ast.AST, set[str]] = {}
+        self._cuda_tests: dict[ast.AST, dict[int, str]] = {}
         calls: list[ast.Call] = kinds.get(ast.Call, [])
         self.calls = calls
         self.moves_to_device = any(_last(c) == "cuda" or (_last(c) == "to" and (c.args or c.keywords)) for c in calls) \
@@ -612,11 +612,12 @@ class _FileFacts:
         function = self._function_of(test_of)
         tests = self._cuda_tests.get(function)
         if tests is None:
-            self._cuda_tests[function] = set()  # while computing: no test implies CUDA yet
+            self._cuda_tests[function] = {}  # while computing: no test implies CUDA yet
+            ifs = [n for n in self.walk(function) if isinstance(n, ast.If) and self._function_of(n) is function]
             tests = self._cuda_tests[function] = {
-                ast.dump(n.test) for n in self.walk(function) if isinstance(n, ast.If) and n is not test_of
-                and (lambda o: _EST in o and not o & {_FALL, _LOOP})(self.outcomes(n.body))}
-        return bool(tests) and ast.dump(test_of.test) in tests
+                id(n): ast.dump(n.test) for n in ifs if (lambda o: _EST in o and not o & {_FALL, _LOOP})(
+                    self.outcomes(n.body))}
+        return bool(tests) and any(key != id(test_of) and dump == ast.dump(test_of.test) for key, dump in tests.items())
 
     def _unsafe_flags(self, tree: ast.Module, calls: list[ast.Call]) -> frozenset[str]:
         """Accelerator flags set to True (a default, an assignment, `--cuda default=True`) and never checked.
@@ -800,6 +801,8 @@ class _Project:
             if _last(call) == "CUDAExtension":
                 name = _string(call.args[0]) if call.args else _string(getattr(_keyword(call, "name"), "value", None))
                 self.cuda_extensions |= {name, name.rsplit(".", 1)[-1]} if name else set()
+            if any(isinstance(a, ast.Constant) and a.value is True for a in call.args):
+                self.wished |= _positional_flags(facts, call)  # build(model, True)
             for keyword in call.keywords:
                 if keyword.arg and any(a in keyword.arg.lower() for a in _ACCEL_FLAG):
                     if any(isinstance(c, ast.Call) and _availability_call(c) for c in facts.walk(keyword.value)):
@@ -1525,6 +1528,23 @@ def _unreached(functions: list[tuple[_FileFacts, ast.AST]]) -> set[int]:
     mentioned = set().union(*(facts.private_mentions for facts in {id(f): f for f, _ in functions}.values()))
     return {id(node) for _, node in functions if node.name.startswith("_") and not node.name.endswith("__")
             and node.name not in mentioned}
+
+
+def _positional_flags(facts: _FileFacts, call: ast.Call) -> set[str]:
+    """Accelerator-named parameters of a same-file function (or class) that this call passes True by position."""
+    found: set[str] = set()
+    name = call.func.id if isinstance(call.func, ast.Name) else ""
+    for node in facts.defs.get(name, []):
+        if isinstance(node, ast.ClassDef):
+            node = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        if node is None:
+            continue
+        params = [a.arg for a in node.args.posonlyargs + node.args.args]
+        params = params[1:] if params[:1] in (["self"], ["cls"]) else params
+        passed = [params[i].lower() for i, a in enumerate(call.args[:len(params)])
+                  if isinstance(a, ast.Constant) and a.value is True]
+        found |= {p for p in passed if any(f in p for f in _ACCEL_FLAG)}
+    return found
 
 
 @functools.lru_cache(maxsize=256)

@@ -199,11 +199,11 @@ def test_folders_are_walked_sorted_and_virtualenvs_skipped(tmp_path: Path, capsy
 
 
 def test_list_rules_prints_every_code_and_marks_the_ones_off_by_default(capsys) -> None:
-    """--list-rules documents each code in one line; DEV011 says it is off by default."""
+    """--list-rules documents each code in one line; DEV007 and DEV011 say they are opt-in (--porting)."""
     assert devicelint.main(["--list-rules"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == list(devicelint.RULES)
-    assert [line.split()[0] for line in lines if "[off by default]" in line] == ["DEV011"]
+    assert [line.split()[0] for line in lines if "[off by default; on with --porting]" in line] == ["DEV007", "DEV011"]
 
 
 def test_explain_prints_the_long_hint(capsys) -> None:

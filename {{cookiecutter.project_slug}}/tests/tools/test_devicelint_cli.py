@@ -100,7 +100,6 @@ def test_exit_status_is_0_clean_1_findings_2_usage(tmp_path: Path, capsys) -> No
     assert run(capsys, str(tmp_path / "good.py")) == (0, [], [])
     status, out, _ = run(capsys, str(tmp_path))
     assert status == 1 and out[-1].endswith("`--explain CODE` shows the fix")
-    assert run(capsys)[0] == 2
     with pytest.raises(SystemExit) as usage:
         devicelint.main(["--no-such-flag"])
     assert usage.value.code == 2
@@ -114,3 +113,48 @@ def test_the_file_runs_as_a_script_outside_any_package(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-I", str(copy), str(tmp_path / "bad.py")],
                             capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 1 and " DEV001 " in result.stdout, result.stderr
+
+
+def test_no_path_lints_what_pyproject_names(tmp_path: Path, capsys, monkeypatch) -> None:
+    """`python tools/devicelint.py` alone lints `[tool.devicelint] paths` (globs too), not the rest of the project."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n\n[tool.devicelint]\npaths = ["src", "*.py"]\n')
+    for name in ("src/model.py", "train.py", "tests/test_gpu.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("x = x.cuda()\n")
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = run(capsys)
+    assert status == 1
+    assert sorted(line.split(":")[0] for line in out[:-1]) == [os.path.join("src", "model.py"), "train.py"]
+
+
+def test_no_path_and_no_paths_setting_lints_the_whole_project(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Without `paths`, the project around the current folder (where pyproject.toml is) is linted."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "model.py").write_text("x = x.cuda()\n")
+    monkeypatch.chdir(tmp_path / "pkg")
+    status, out, _ = run(capsys)
+    assert status == 1 and out[0].startswith(str(tmp_path / "pkg" / "model.py")) and " DEV001 " in out[0]
+
+
+def test_a_path_pyproject_names_that_is_missing_is_a_usage_error(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A misspelt `paths` entry is one line and exit 2, not a silently smaller lint."""
+    (tmp_path / "pyproject.toml").write_text('[tool.devicelint]\npaths = ["scr"]\n')
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run(capsys)
+    assert status == 2 and err == ["devicelint: no such file or directory: scr"]
+
+
+def test_porting_reports_cuda_only_code_and_the_opt_in_rules(tmp_path: Path, capsys) -> None:
+    """--porting: a .cuda() after NCCL started is reported, and so are the opt-in rules (DEV007)."""
+    (tmp_path / "ddp.py").write_text(
+        "import torch\n"
+        "def main():\n"
+        "    torch.distributed.init_process_group('nccl')\n"
+        "    model = Net().cuda()\n"
+        "class Net(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x + torch.ones(3)\n")
+    assert run(capsys, str(tmp_path))[0] == 0
+    status, out, _ = run(capsys, "--porting", str(tmp_path))
+    assert status == 1 and [line.split()[1] for line in out[:-1]] == ["DEV001", "DEV007"]

@@ -138,14 +138,19 @@ def test_a_tensor_made_in_forward_for_host_side_bookkeeping_is_not_reported() ->
         """) == []
 
 
-def test_a_tensor_made_in_forward_that_meets_the_input_is_reported() -> None:
-    """The LSTM-state idiom of time_sequence_prediction: zeros on the CPU fed to a GPU cell."""
-    assert codes("""
+def test_a_tensor_made_in_forward_that_meets_the_input_is_reported_with_porting() -> None:
+    """The LSTM-state idiom of time_sequence_prediction: zeros on the CPU fed to a GPU cell.
+
+    DEV007 is opt-in since issue 33 (most of its findings on unseen code were indices and host bookkeeping):
+    quiet by default, reported with --porting."""
+    source = """
         class Sequence(nn.Module):
             def forward(self, input):
                 h_t = torch.zeros(input.size(0), 51, dtype=torch.double)
                 return self.lstm1(input, h_t)
-        """) == ["DEV007"]
+        """
+    assert codes(source) == []
+    assert codes(source, porting=True) == ["DEV007"]
 
 
 def test_a_factory_in_a_helper_called_from_forward_is_reported() -> None:
@@ -160,7 +165,7 @@ def test_a_factory_in_a_helper_called_from_forward_is_reported() -> None:
 
             def forward(self, x):
                 return self.attend(x, causal_mask(len(x)), self._positions(len(x)))
-        """) == ["DEV007", "DEV007"]
+        """, select=["DEV007"]) == ["DEV007", "DEV007"]
 
 
 def test_a_helper_whose_result_forward_moves_is_not_reported() -> None:
@@ -263,12 +268,12 @@ def test_dev004_advises_plain_values_when_the_checkpoint_pickles_objects() -> No
     """weights_only=True cannot load an argparse Namespace: the message says to save plain values."""
     [finding] = details("""
         utils.save_on_master({"model": model.state_dict(), "args": args}, path)
-        checkpoint = torch.load(path, map_location="cpu")
+        checkpoint = torch.load(args.resume, map_location="cpu")
         """)
     assert finding.endswith("not given; the checkpoint pickles args: save plain values")
-    [plain] = details("torch.save({'model': sd}, path)\nckpt = torch.load(path, map_location='cpu')\n")
+    [plain] = details("torch.save({'model': sd}, path)\nckpt = torch.load(args.resume, map_location='cpu')\n")
     assert plain.endswith("not given")
-    [numpy] = details("torch.save({'mean': np.array(m), 'cfg': config}, p)\ns = torch.load(p, map_location='cpu')\n")
+    [numpy] = details("torch.save({'mean': np.array(m), 'cfg': config}, p)\ns = torch.load(q, map_location='cpu')\n")
     assert numpy.endswith("the checkpoint pickles a numpy array, config: save plain values")
 
 
