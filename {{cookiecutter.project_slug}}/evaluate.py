@@ -76,9 +76,13 @@ def run(args: argparse.Namespace) -> int:
     model = run_state.model_from_state(state, device, args.checkpoint)
     # Measured as training measured it: the same loss, precision, memory format and batches.
     loss_fn = run_state.loss_from_state(state, device)
-    precision_name, note = precision.resolve_precision(None, trained.get("precision", "fp32"), device)
-    if note:
-        print(note)
+    # The run's own precision even where it is only emulated (its numbers then equal metrics.csv's);
+    # one that cannot run here at all falls back. Notes go to stderr: stdout's first line is the result.
+    recorded = trained.get("precision", "fp32")
+    precision_name, note = precision.resolve_precision(None, recorded, device)
+    if not precision.why_not(recorded, device):
+        emulated = precision.why_emulated(recorded, device)
+        precision_name, note = recorded, emulated and f"precision: {emulated}; measured in {recorded} as trained"
     # The data, its preprocessing and the --val-split division of a folder of class folders, as training had them
     prep = run_state.preprocessing(state)
     # uint8 batches normalised on the device, as training's validation had them: the same numbers, a
@@ -90,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     dataset.transform = data.build_transforms(prep, train=False, normalize=False)
     if dataset.classes != class_names:
         raise data.DataError(f"{args.split}/ holds classes {dataset.classes}, but the checkpoint knows {class_names}")
+    if note:  # after the checks: a refusal stays one line
+        print(note, file=sys.stderr)
     # An unreadable image is skipped as training's validation skips it (its place goes to the next
     # readable image), so the numbers still equal metrics.csv's; each is named once and counted.
     unreadable: set[str] = set()

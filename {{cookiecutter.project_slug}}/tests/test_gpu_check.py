@@ -67,7 +67,7 @@ def test_no_phase_or_an_unknown_one_is_refused_with_one_line_and_exit_2(tmp_path
     for args in ((), ("--dry-run", "tset")):
         result = gpu_check(tmp_path, *args, python=stand_in)
         assert result.returncode == 2
-        assert len(result.stderr.strip().splitlines()) == 1 and "tests train bench" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "tests cuda train compile bench" in result.stderr
         assert not (tmp_path / "out").exists()
 
 
@@ -83,7 +83,9 @@ def test_the_dry_run_records_each_step_with_its_status_seconds_and_figure(tmp_pa
         assert (rows[name]["status"], rows[name]["exit"]) == ("ok", "0")
         assert rows[name]["figure"] == "7 passed, 2 skipped" and rows[name]["seconds"].isdigit()
     packed = logs(tmp_path)
-    assert "-m not slow" in packed["tests-quick.log"] and "-m fake_cuda" in packed["tests-fake-cuda.log"]
+    # the quick tier leaves out what the two steps before it ran
+    assert "-m not slow and not cuda and not fake_cuda" in packed["tests-quick.log"]
+    assert "-m fake_cuda" in packed["tests-fake-cuda.log"]
     summary = (tmp_path / "out" / "summary.txt").read_text()
     assert "dry run" in summary and "0 step(s) failed" in summary
     assert any(line.split()[:2] == ["tests-quick", "ok"] and line.endswith("7 passed, 2 skipped")
@@ -100,26 +102,38 @@ def test_a_failing_step_is_recorded_with_its_exit_code_and_the_script_exits_1(tm
     assert "2 step(s) failed" in (tmp_path / "out" / "summary.txt").read_text()
 
 
-def test_steps_past_the_time_budget_are_skipped_not_started(tmp_path, stand_in):
-    """With the budget spent, each step is recorded as skipped and nothing runs (no log)."""
+def test_steps_past_the_time_budget_are_skipped_named_and_exit_3(tmp_path, stand_in):
+    """With the budget spent nothing runs (no log), and a call that proved nothing does not exit 0."""
     result = gpu_check(tmp_path, "--dry-run", "tests", python=stand_in, GPU_CHECK_BUDGET_S="0")
-    assert result.returncode == 0
+    assert result.returncode == 3
     assert {row["status"] for name, row in results(tmp_path).items() if name != "tests-cuda"} == {
         "skipped (time budget)"}
     assert "tests-quick.log" not in logs(tmp_path)
+    assert "NOT CHECKED, out of time: tests-fake-cuda tests-quick" in (tmp_path / "out" / "summary.txt").read_text()
 
 
-@pytest.mark.slow  # real train.py runs on the CPU: about a minute and a half
-def test_the_train_phase_dry_run_trains_resumes_bit_identically_and_predicts_on_the_cpu(tmp_path):
-    """--dry-run train with the real python: the CPU steps pass, the CUDA-only ones are skipped by name."""
-    result = gpu_check(tmp_path, "--dry-run", "train", python=sys.executable)
+def test_the_quick_tier_spreads_over_xdist_workers_where_xdist_imports(tmp_path, stand_in):
+    """GPU_CHECK_XDIST workers for the quick tier only: the CUDA tiers stay in one process."""
+    result = gpu_check(tmp_path, "--dry-run", "tests", python=stand_in, GPU_CHECK_XDIST="6")
+    assert result.returncode == 0, result.stdout
+    packed = logs(tmp_path)
+    assert "-n 6" in packed["tests-quick.log"] and "-n 6" not in packed["tests-fake-cuda.log"]
+
+
+@pytest.mark.slow  # real train.py runs on the CPU on 96 small images: about a minute and a half
+def test_the_train_and_compile_dry_run_trains_resumes_bit_identically_evaluates_and_predicts_on_the_cpu(tmp_path):
+    """--dry-run train compile with the real python: the CPU steps pass, the CUDA-only ones are skipped by name."""
+    result = gpu_check(tmp_path, "--dry-run", "train", "compile", python=sys.executable)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = results(tmp_path)
-    for name in ("train-fp32", "resume-reference", "resume-sigterm-resume", "devkit-auto-free", "predict-cpu"):
+    for name in ("tiny-demo", "train-fp32", "resume-reference", "resume-sigterm-resume", "devkit-auto-free",
+                 "predict-cpu", "evaluate-device", "export-pt2-predict"):
         assert rows[name]["status"] == "ok", rows[name]
     assert rows["device-cuda1-refused"]["status"] in ("ok", "skipped (2+ gpus: cuda:1 exists)")
-    for name in ("ddp-nccl-1proc", "train-bf16", "train-fp16", "train-channels-last", "train-compile"):
+    for name in ("ddp-nccl-1proc", "predict-device-half", "train-bf16", "train-fp16-clip-accum", "train-mixup-cutmix",
+                 "train-channels-last", "train-cache-images", "train-workers-pinned", "train-compile"):
         assert rows[name]["status"] == "skipped (no cuda)"
+    assert "predictions on cpu" in rows["export-pt2-predict"]["figure"]
     assert "val_acc" in rows["train-fp32"]["figure"]
     assert "exit 143" in rows["resume-sigterm-resume"]["figure"] and "bit-identical" in rows[
         "resume-sigterm-resume"]["figure"]
