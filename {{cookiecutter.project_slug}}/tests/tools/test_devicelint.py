@@ -231,3 +231,9 @@ def test_generated_project_is_clean_under_its_own_linter(capsys) -> None:
     targets = [str(PACKAGE_DIR), str(PROJECT_ROOT / "tools"), *sorted(str(p) for p in PROJECT_ROOT.glob("*.py"))]
     status = devicelint.main(targets)
     assert status == 0, capsys.readouterr().out
+
+
+def test_the_lint_with_no_path_checks_what_pyproject_names_and_passes() -> None:
+    """`python tools/devicelint.py` (CI's and the README's command) lints pyproject's paths: all exist, all clean."""
+    result = subprocess.run([sys.executable, devicelint.__file__], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
