@@ -295,8 +295,10 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, facts: _FileFac
             return _CUDA if positive else _NOT_CUDA
         return (_NOT_CUDA if positive else _CUDA) if literal == "cpu" else None
     base = _guard(other, facts) if isinstance(other, ast.Call) else _flag_guard(other, facts)
-    if base is None:
-        return None
+    number = next((side for side in (left, right) if isinstance(side, ast.Constant) and type(side.value) is int), None)
+    if base is None or (number is not None and facts is not None and not isinstance(other, ast.Call)
+                        and _last(other).lower() not in facts.checked_flags):
+        return None  # `gpus >= 1` counts what was asked for; only a count from device_count() says what exists
     negative = isinstance(op, (ast.Is, ast.Eq)) or \
         (isinstance(op, (ast.Lt, ast.LtE)) and isinstance(right, ast.Constant))
     return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}[base] if negative else base
@@ -305,7 +307,7 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, facts: _FileFac
 def _device_literals(node: ast.AST | None, facts: _FileFacts | None = None) -> list[tuple[str, bool]]:
     """Accelerator names hard-coded in an expression, each with True where a CUDA test guards it."""
     if isinstance(node, ast.IfExp):
-        guard = _guard(node.test, facts)
+        guard = _CUDA if facts is not None and facts.implies_cuda(node) else _guard(node.test, facts)
         return [(s, g or guard == _CUDA) for s, g in _device_literals(node.body, facts)] + \
             [(s, g or guard == _NOT_CUDA) for s, g in _device_literals(node.orelse, facts)]
     text = _string(node)
@@ -367,8 +369,14 @@ def _wraps(value: ast.AST, wrapped: set[str]) -> bool:
 _FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> its fields that may hold nodes ("ctx" left out)
 
 
+_NO_CHILDREN: list[ast.AST] = []  # shared by every leaf; never mutated
+_LEAVES = (ast.Name, ast.Constant)
+
+
 def _child_nodes(node: ast.AST) -> list[ast.AST]:
     """ast.iter_child_nodes as a list, leaving out the shared Load/Store/Del context nodes."""
+    if type(node) in _LEAVES:
+        return _NO_CHILDREN
     fields = _FIELDS.get(type(node))
     if fields is None:
         fields = _FIELDS[type(node)] = tuple(f for f in node._fields if f != "ctx")
@@ -424,13 +432,11 @@ class _FileFacts:
         self.sibling_saved: Callable[[str], bool] = lambda key: False
         self.defs: dict[str, list[ast.AST]] = {}  # function and class name -> their definitions, at any depth
         self.imports: dict[str, tuple[str, str | None, int]] = {}  # local name -> (module, imported name, level)
-        self.private_mentions: set[str] = set()  # `_helper` names read, called or spelt in a string
+        self.mentions: Counter[str] = Counter()  # names read, called or spelt in a string (a string may be looked up)
         self.load_aliases = {"torch.load"} | {t.id for n in tree.body if isinstance(n, ast.Assign)
                                               and _dotted(n.value) == "torch.load" for t in n.targets
                                               if isinstance(t, ast.Name)}  # `_torch_load = torch.load`
-        self.private_mentions = {n.id for n in kinds.get(ast.Name, []) if n.id[0] == "_"} | \
-            {n.attr for n in kinds.get(ast.Attribute, []) if n.attr[0] == "_"} | \
-            {n.value for n in kinds.get(ast.Constant, []) if type(n.value) is str and n.value[:1] == "_"}
+        self.mentions = Counter(_mentions(kinds))
         for kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             for node in kinds.get(kind, []):
                 self.defs.setdefault(node.name, []).append(node)
@@ -459,6 +465,31 @@ class _FileFacts:
     @functools.cached_property
     def forward_like(self) -> set[int]:
         return self._forward_like(self.tree)
+
+    @functools.cached_property
+    def options_declared(self) -> set[str]:
+        """argparse destinations this file declares (`--gpu`, `-gpu`, `dest=`)."""
+        return {dest for dest, _ in self._options()}
+
+    @functools.cached_property
+    def options_on(self) -> set[str]:
+        """argparse destinations on by default: `default=True`, `default=1` (`--gpus`), `store_false`."""
+        return {dest for dest, on in self._options() if on}
+
+    def _options(self) -> list[tuple[str, bool]]:
+        """(destination, on by default) for each add_argument call here."""
+        found = []
+        for call in self.calls:
+            if _last(call) != "add_argument":
+                continue
+            options = [_string(a) or "" for a in call.args]
+            dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
+                next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")), "")
+            default, action = _keyword(call, "default"), _string(getattr(_keyword(call, "action"), "value", None))
+            value = getattr(getattr(default, "value", None), "value", None)
+            on = action == "store_false" or (value is not None and type(value) in (bool, int) and bool(value))
+            found.append((dest.lower(), on))
+        return found
 
     @functools.cached_property
     def availability_flags(self) -> frozenset[str]:
@@ -520,6 +551,43 @@ class _FileFacts:
             head = f"{module}.{name}" if name else module
             return "" if level else ".".join([head, *owner.split(".")[1:], func.attr])
         return ""
+
+    @functools.cached_property
+    def switched_off(self) -> set[str]:
+        """Names bound once, to False/None/0, and never rebound: `if name:` under them never runs."""
+        stores: Counter[str] = Counter()
+        falsy = set()
+        for node in self.kinds.get(ast.Name, []):
+            if isinstance(node.ctx, ast.Store):
+                stores[node.id] += 1
+        for node in self.kinds.get(ast.Assign, []):
+            if isinstance(node.value, ast.Constant) and not node.value.value and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Name):
+                falsy.add(node.targets[0].id)
+        params = {a.arg for n in self.kinds.get(ast.arguments, []) for a in n.posonlyargs + n.args + n.kwonlyargs}
+        return {name for name in falsy if stores[name] == 1 and name not in params and name not in self.mentions_global}
+
+    @functools.cached_property
+    def mentions_global(self) -> set[str]:
+        """Names declared `global`/`nonlocal` (rebound from elsewhere)."""
+        return {name for n in self.kinds.get(ast.Global, []) + self.kinds.get(ast.Nonlocal, []) for name in n.names}
+
+    def defs_at_top(self) -> list[ast.AST]:
+        """Functions and classes defined at the module's top level."""
+        return [n for n in self.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+    @functools.cached_property
+    def dynamic_names(self) -> set[str]:
+        """Names an `eval(name)` or `globals()[name]` here may reach: this module's own and imported names."""
+        if not any(isinstance(c.func, ast.Name) and c.func.id in ("eval", "exec", "globals", "vars") and
+                   not (c.args and isinstance(c.args[0], ast.Constant)) for c in self.calls):
+            return set()
+        names = {n.name for n in self.defs_at_top()} | set(self.imports)
+        for node in self.kinds.get(ast.ImportFrom, []):
+            if any(alias.name == "*" for alias in node.names):  # `from models.common import *`
+                target = self.project.module(self, node.module or "", node.level)
+                names |= {n.name for n in target.defs_at_top()} if target else set()
+        return names
 
     def checks_availability(self, call: ast.Call) -> bool:
         """A call to a helper (in the checked files or the modules they import) that returns an availability check."""
@@ -604,7 +672,7 @@ class _FileFacts:
                 found |= {o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")}
         return found
 
-    def implies_cuda(self, test_of: ast.If) -> bool:
+    def implies_cuda(self, test_of: ast.If | ast.IfExp) -> bool:
         """An `if` whose test, elsewhere in the same function, guards a block that starts NCCL or checks CUDA.
 
         `if args.distributed: init_process_group("nccl")` ... `if args.distributed: model.cuda()`: the
@@ -624,8 +692,17 @@ class _FileFacts:
 
         A flag guards only when it derives from an availability check somewhere in the file
         (`use_cuda = args.cuda and torch.cuda.is_available()`); one that is just True states a wish."""
-        wished, checked = set(), set()
-        sources = [c for c in calls if _availability_call(c)] + \
+        wished, checked = set(), set(self.checked_flags)
+        wished |= self._wished_flags()
+        wished |= self.options_on | self.project.wished  # `build(model, gpu=True)` in any checked file
+        wished |= self.project.options_on - self.options_declared  # another script's option, unless parsed here too
+        return frozenset(n for n in wished - checked if any(a in n for a in _ACCEL_FLAG))
+
+    @functools.cached_property
+    def checked_flags(self) -> frozenset[str]:
+        """Names an availability check flows into: an assignment (`n_gpu = torch.cuda.device_count()`), a keyword."""
+        checked: set[str] = set()
+        sources = [c for c in self.calls if _availability_call(c)] + \
             [a for a in self.kinds.get(ast.Attribute, []) if a.attr == "is_cuda"]
         for source in sources:  # the assignment or keyword each availability check flows into
             node = self.parents.get(source)
@@ -635,26 +712,28 @@ class _FileFacts:
                 checked |= {_last(t).lower() for t in (node.targets if isinstance(node, ast.Assign) else [node.target])}
             elif isinstance(node, ast.keyword) and node.arg and not isinstance(source, ast.Attribute):
                 checked.add(node.arg.lower())  # f(use_gpu=torch.cuda.is_available())
+        for _ in range(3):  # `n_gpu_use = n_gpu` after `n_gpu = torch.cuda.device_count()`: the check flows on
+            flowed = {_last(t).lower() for n in self.kinds.get(ast.Assign, []) for t in n.targets
+                      if any(isinstance(v, (ast.Name, ast.Attribute)) and _last(v).lower() in checked
+                             for v in self.walk(n.value))}
+            if flowed <= checked:
+                break
+            checked |= flowed
+        return frozenset(checked | self.project.checked)
+
+    def _wished_flags(self) -> set[str]:
+        """Names set to True here: an assignment, a negation (`cuda = not no_cuda`), a parameter default."""
+        wished: set[str] = set()
         for node in self.kinds.get(ast.Assign, []):
-            if isinstance(node.value, ast.Constant) and node.value.value is True:
-                wished |= {_last(t).lower() for t in node.targets}
+            negated = isinstance(node.value, ast.UnaryOp) and isinstance(node.value.op, ast.Not)
+            if negated or isinstance(node.value, ast.Constant) and node.value.value is True:
+                wished |= {_last(t).lower() for t in node.targets}  # `opt.cuda = not opt.no_cuda` is True by default
         for node in self.kinds.get(ast.arguments, []):
             params = node.posonlyargs + node.args
             pairs = list(zip(params[len(params) - len(node.defaults):], node.defaults))
             pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
             wished |= {a.arg.lower() for a, d in pairs if isinstance(d, ast.Constant) and d.value is True}
-        for call in calls:
-            if _last(call) != "add_argument":
-                continue
-            options = [_string(a) or "" for a in call.args]
-            dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
-                next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("--")), "")
-            default, action = _keyword(call, "default"), _string(getattr(_keyword(call, "action"), "value", None))
-            if (default is not None and getattr(default.value, "value", None) is True) or action == "store_false":
-                wished.add(dest.lower())
-        wished |= self.project.wished  # `build(model, gpu=True)` in any checked file
-        checked |= self.project.checked
-        return frozenset(n for n in wished - checked if any(a in n for a in _ACCEL_FLAG))
+        return wished
 
     def forces_unsafe(self, load: ast.Call) -> bool:
         """The function around a `torch.load(f, **kw)` sets weights_only False in what it forwards."""
@@ -791,12 +870,14 @@ class _Project:
         self.named_sites: dict[str, list[tuple[tuple[int, ...], bool]]] = {}
         self.wished: set[str] = set()  # flags passed as `gpu=True` somewhere
         self.cuda_extensions: set[str] = set()  # modules built by CUDAExtension(...): they need CUDA to run
+        self.options_on: set[str] = set()  # argparse options on by default in some checked file
         self.checked: set[str] = set()  # flags passed an availability check somewhere
 
     def add(self, path: str, facts: _FileFacts) -> None:
         """Register a checked file (so imports of it reuse its tree) and the flags its calls pass."""
         if os.path.isfile(path):
             self.files[os.path.realpath(path)] = facts
+        self.options_on |= facts.options_on
         for call in facts.calls:
             if _last(call) == "CUDAExtension":
                 name = _string(call.args[0]) if call.args else _string(getattr(_keyword(call, "name"), "value", None))
@@ -809,6 +890,10 @@ class _Project:
                         self.checked.add(keyword.arg.lower())
                     elif isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
                         self.wished.add(keyword.arg.lower())
+
+    def library_at(self, path: str) -> bool:
+        """Whether the file belongs to an installable package (pyproject [project], setup.py, setup.cfg)."""
+        return _in_package(path)
 
     def verdict(self, question: str, facts: _FileFacts, node: ast.AST) -> bool:
         """Memoised answer for one definition; a cycle answers no."""
@@ -971,8 +1056,8 @@ class _Checker(ast.NodeVisitor):
         return bool(self.guarded or (self.cuda_only and not self.porting))
 
     def _chain(self) -> tuple[int, ...]:
-        """ids of the functions around the current node, outermost first."""
-        return tuple(id(p) for p in self.parents if not isinstance(p, ast.ClassDef))
+        """ids of the functions and classes around the current node, outermost first."""
+        return tuple(id(p) for p in self.parents)
 
     def generic_visit(self, node: ast.AST) -> None:
         """Visit the children, from the pre-pass's child lists (the same order as ast.NodeVisitor)."""
@@ -981,7 +1066,8 @@ class _Checker(ast.NodeVisitor):
             super().generic_visit(node)
             return
         for child in children:
-            self.visit(child)
+            if type(child) not in _LEAVES:  # names and constants carry no rule of their own
+                self.visit(child)
 
     def report(self, node: ast.AST, code: str, detail: str = "") -> None:
         """Record a finding at the node's position (columns are 1-based, like flake8)."""
@@ -1045,10 +1131,14 @@ class _Checker(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If | ast.IfExp) -> None:
         """Visit each branch knowing whether CUDA is established there; an early exit guards the rest."""
+        if isinstance(node, ast.If) and _dotted(node.test) in self.facts.switched_off:
+            self.visit(node.test)  # `classify = False` ... `if classify:`: that branch never runs
+            self._visit_branch(node.orelse, False)
+            return
         guard = _guard(node.test, self.facts)
         scopes = self.facts.collective_scopes
-        nccl = isinstance(node, ast.If) and ((id(node), "body") in scopes or self.facts.starts_nccl(node.body)
-                                             or self.facts.implies_cuda(node))
+        nccl = self.facts.implies_cuda(node) or isinstance(node, ast.If) and (
+            (id(node), "body") in scopes or self.facts.starts_nccl(node.body))
         self.visit(node.test)
         self._visit_branch(node.body, guard == _CUDA, nccl)
         self._visit_branch(node.orelse, guard == _NOT_CUDA, (id(node), "orelse") in scopes)
@@ -1472,6 +1562,8 @@ def lint_sources(sources: Iterable[tuple[str, str]], errors: list[str] | None = 
     A function whose every caller in these files runs only where CUDA exists is CUDA-only too;
     `porting` turns the opt-in rules on and reports CUDA-only code as well. Imports are followed into
     other files under `roots` (default: the project around each file: pyproject.toml, setup.py or .git)."""
+    for cache in (_in_package, _is_package, _project_root, _pyproject_patterns, _sibling_saves):
+        cache.cache_clear()  # files may have changed since the last call in this process
     enabled = gc.isenabled()
     gc.disable()  # every tree stays alive until the end: the collector would rescan them all, again and again
     try:
@@ -1519,15 +1611,49 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
         checked.append((source, facts, checker.findings))
     functions = [(facts, node) for _, facts, _ in checked for nodes in facts.defs.values() for node in nodes
                  if not isinstance(node, ast.ClassDef)]
-    hidden = set() if porting else project.cuda_only(functions) | _unreached(functions)
+    hidden = set() if porting else \
+        project.cuda_only(functions) | _unreached(project, functions, [facts for _, facts, _ in checked])
     return sorted(set(findings) | _kept(checked, hidden, _chosen(select, ignore, porting)))
 
 
-def _unreached(functions: list[tuple[_FileFacts, ast.AST]]) -> set[int]:
-    """Private helpers (`_name`, not `__dunder__`) that no checked file mentions: nothing reaches them."""
-    mentioned = set().union(*(facts.private_mentions for facts in {id(f): f for f, _ in functions}.values()))
-    return {id(node) for _, node in functions if node.name.startswith("_") and not node.name.endswith("__")
-            and node.name not in mentioned}
+def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], files: list[_FileFacts]) -> set[int]:
+    """Definitions nothing in the checked files names (a call, a reference, a string), so nothing reaches them.
+
+    Private helpers (`_name`) always; in an application (no pyproject [project] or setup.py around it,
+    so no user of an installed package calls in), also module-level functions and classes, unless they
+    are decorated (registered), named like tests, in hubconf.py, or reachable by an eval of the module's names."""
+    mentioned: Counter[str] = Counter()
+    for facts in files:
+        mentioned.update(facts.mentions)
+    dynamic = set().union(*(facts.dynamic_names for facts in files))
+    found = set()
+    for facts, node in functions + [(f, n) for f in files for n in f.defs_at_top() if isinstance(n, ast.ClassDef)]:
+        if node.name in dynamic or node.decorator_list or node.name.endswith("__"):
+            continue
+        private = node.name.startswith("_")
+        if not private and (facts.parents.get(node) is not facts.tree or project.library_at(facts.path) or
+                            node.name.lower().startswith(("test", "pytest_", "setup", "teardown")) or
+                            os.path.basename(facts.path) in ("hubconf.py", "conftest.py", "setup.py")):
+            continue
+        count = mentioned[node.name]  # a name said three times or more is used from outside its definition
+        if count == 0 or count <= 2 and count <= _mentions_inside(facts, node)[node.name]:  # `super(Name, self)`
+            found.add(id(node))
+    return found
+
+
+def _mentions(kinds: dict[type, list[ast.AST]]) -> list[str]:
+    """Every name read (a Name, an attribute) or spelt as an identifier string, once per occurrence."""
+    return [n.id for n in kinds.get(ast.Name, []) if isinstance(n.ctx, ast.Load)] + \
+        [n.attr for n in kinds.get(ast.Attribute, [])] + \
+        [n.value for n in kinds.get(ast.Constant, []) if type(n.value) is str and n.value.isidentifier()]
+
+
+def _mentions_inside(facts: _FileFacts, node: ast.AST) -> Counter[str]:
+    """The mentions within one definition (its own recursive calls and `super(Name, self)`)."""
+    kinds: dict[type, list[ast.AST]] = {}
+    for item in facts.walk(node):
+        kinds.setdefault(type(item), []).append(item)
+    return Counter(_mentions(kinds))
 
 
 def _positional_flags(facts: _FileFacts, call: ast.Call) -> set[str]:
@@ -1558,6 +1684,24 @@ def _project_root(folder: str) -> str:
             break
         here = os.path.dirname(here)
     return folder
+
+
+@functools.lru_cache(maxsize=1024)
+def _in_package(path: str) -> bool:
+    """Whether a file on disk lies in an installable package; sources given as text count as one."""
+    return not os.path.isfile(path) or _is_package(_project_root(os.path.dirname(os.path.realpath(path))))
+
+
+@functools.lru_cache(maxsize=64)
+def _is_package(root: str) -> bool:
+    """A project folder that installs as a package: its users are callers the lint cannot see."""
+    if any(os.path.isfile(os.path.join(root, name)) for name in ("setup.py", "setup.cfg")):
+        return True
+    try:
+        text = Path(root, "pyproject.toml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return bool(re.search(r"^\[(project|tool\.poetry)\]", text, re.M))
 
 
 def _under(path: str, folder: str) -> bool:

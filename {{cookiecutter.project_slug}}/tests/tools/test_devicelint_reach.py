@@ -129,6 +129,12 @@ CUDA_ONLY = {
             if device.startswith("cuda:"):
                 torch.cuda.set_device(device)
         """,
+    "branch_under_a_flag_switched_off": """
+        classify = False
+        if classify:
+            classifier = torch.load("weights/resnet101.pt", map_location=device)
+            classifier.cuda()
+        """,
     "unreferenced_private_helper": """
         class Test(unittest.TestCase):
             def _helper(self, x):
@@ -202,6 +208,16 @@ REACHABLE = {
 
         criterion = Loss(21, True)
         """, ["DEV001"]),
+    "gpu_count_asked_for_is_no_check": ("""
+        def setup(gpus):
+            if not (gpus >= 1 and gpus & (gpus - 1) == 0):
+                raise ValueError("--gpus must be a power of two")
+            device = torch.device("cuda", 0)
+        """, ["DEV002"]),
+    "flag_that_negates_an_opt_out": ("""
+        opt.cuda = not opt.no_cuda
+        device = torch.device("cuda" if opt.cuda else "cpu")
+        """, ["DEV002"]),
     "nccl_started_on_one_path_only": ("""
         def main(args):
             if args.distributed:
@@ -238,6 +254,9 @@ def test_a_launcher_in_another_module_is_followed(tmp_path: Path) -> None:
             def main(args):
                 utils.init_distributed_mode(args)
                 model = Net().cuda()
+
+            if __name__ == "__main__":
+                main(parse_args())
             """,
     }
     assert tree_codes(tmp_path, files) == []
@@ -411,3 +430,41 @@ SAME_PROCESS = {
 def test_files_this_process_wrote_and_state_only_read_are_quiet(source: str) -> None:
     """A load of what this process just saved comes from nowhere else; a state dict only compared is not saved."""
     assert codes(source) == []
+
+
+def test_an_option_another_script_turns_on_is_no_guard(tmp_path: Path) -> None:
+    """`if args.gpu:` in a helper module: one script's `-gpu` defaults to True, so the helper is reached on CPU."""
+    files = {
+        "utils.py": "def get_network(args, net):\n    if args.gpu:\n"
+                    "        net = net.cuda()\n    return net\n",
+        "lr_finder.py": "parser.add_argument('-gpu', type=bool, default=True)\n"
+                        "net = get_network(parser.parse_args(), Net())\n",
+        "train.py": "parser.add_argument('-gpu', action='store_true')\nargs = parser.parse_args()\n"
+                    "if args.gpu:\n    images = images.cuda()\n",
+    }
+    assert tree_codes(tmp_path, files) == [("utils.py", 3, "DEV001")]
+
+
+def test_code_nothing_in_an_application_uses_is_quiet(tmp_path: Path) -> None:
+    """An application's class or function that no file names is dead: nothing reaches its .cuda().
+
+    In an installable package (pyproject [project], setup.py) its users are callers the lint cannot see."""
+    files = {
+        "utils/loss.py": """
+            class RankSort(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, logits):
+                    return torch.zeros(logits.shape).cuda()
+
+            class ComputeLoss:
+                def __init__(self):
+                    super(ComputeLoss, self).__init__()
+                    self.grid = torch.zeros(3).cuda()
+            """,
+        "train.py": "from utils.loss import ComputeLoss\nloss = ComputeLoss()\n",
+        "models/common.py": "class Conv(nn.Module):\n    def forward(self, x):\n        return x.cuda()\n",
+        "models/yolo.py": "from models.common import *\ndef parse(names):\n    return [eval(n) for n in names]\n",
+    }
+    assert tree_codes(tmp_path, files) == [("models/common.py", 3, "DEV001"), ("utils/loss.py", 10, "DEV001")]
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='p')\n")
+    assert ("utils/loss.py", 5, "DEV001") in tree_codes(tmp_path, {})

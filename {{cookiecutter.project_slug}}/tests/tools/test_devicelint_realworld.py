@@ -88,7 +88,8 @@ def test_an_unrelated_condition_is_not_a_guard() -> None:
 # Device strings that only run where the accelerator exists: DEV011, off by default.
 FALLBACKS = {
     "availability_idiom": "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')",
-    "gpu_count": "device = torch.device('cuda:0' if n_gpu_use > 0 else 'cpu')",
+    "gpu_count": "n_gpu_use = min(n_gpu_use, torch.cuda.device_count())\n"
+                 "device = torch.device('cuda:0' if n_gpu_use > 0 else 'cpu')",
     "mps_branch": """
         if torch.cuda.is_available():
             device = torch.device("cuda")
