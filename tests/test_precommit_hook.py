@@ -65,11 +65,11 @@ def test_pre_commit_fails_on_a_hazard_and_passes_once_fixed(tmp_path: Path, hook
     git(project, "init", "-q")
     (project / ".pre-commit-config.yaml").write_text(
         f"repos:\n  - repo: {repo.as_posix()}\n    rev: {sha}\n    hooks:\n      - id: devicelint\n")
-    (project / "train.py").write_text("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n")
+    (project / "train.py").write_text("import torch\nmodel = torch.nn.Linear(2, 2).to(torch.device('cuda'))\n")
     git(project, "add", ".")
     failed = pre_commit(project, tmp_path / "cache")
     assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert "train.py:2:9: DEV001 .cuda() outside a CUDA guard" in failed.stdout
+    assert "train.py:2:47: DEV002 hard-coded accelerator device: 'cuda'" in failed.stdout
 
     (project / "train.py").write_text("import torch\nmodel = torch.nn.Linear(2, 2).to(device)\n")
     git(project, "add", ".")

@@ -84,8 +84,11 @@ class Rule(NamedTuple):
 RULES = {rule.code: rule for rule in (
     Rule("DEV000", "syntax error", "Fix the syntax error; nothing else in the file was checked."),
     Rule("DEV001", ".cuda() outside a CUDA guard",
-         "It crashes on machines without CUDA and pins device 0. Use .to(device) with a device passed "
-         "in as an argument, or put the call under `if torch.cuda.is_available():`."),
+         "Opt-in (--porting, or `porting = true` under [tool.devicelint]): on code nobody tuned the lint on, most "
+         "unguarded .cuda() calls sat where CUDA exists anyway (tests of CUDA extensions, NCCL scripts reached "
+         "through calls the lint cannot follow). It crashes on machines without CUDA and pins device 0. Use "
+         ".to(device) with a device passed in as an argument, or put the call under "
+         "`if torch.cuda.is_available():`.", default=False),
     Rule("DEV002", "hard-coded accelerator device",
          "A literal 'cuda'/'mps' (in torch.device(), .to(), device=, a `device = ...` default or an "
          "argparse --device default) fails where that backend is absent. Take the device as a "
@@ -135,7 +138,7 @@ RULES = {rule.code: rule for rule in (
 DEVICE_MODULES: tuple[str, ...] = ()
 SKIP_DIRS = {".venv", "venv", ".git", "__pycache__", "build", "dist", ".tox", ".eggs", "node_modules"}
 # "cpu" and "meta" are absent on purpose: they exist everywhere, so naming them is a choice, not a guess.
-_ACCELERATOR = re.compile(r"(cuda|mps|xpu|hpu|xla|npu|ipu|gpu)(:\d+)?\Z")
+_ACCELERATOR = re.compile(r"(cuda|mps|xpu|hpu|xla|npu|ipu)(:\d+)?\Z")  # "gpu" is no torch device: a flag's value
 _FACTORIES = {"zeros", "ones", "empty", "full", "arange", "tensor", "randn", "rand", "randint",
               "randperm", "eye", "linspace", "logspace", "empty_strided", "scalar_tensor"}
 _WRAPPERS = {"DataParallel", "DistributedDataParallel", "DDP"}
@@ -159,11 +162,14 @@ _HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url"} | {n.rsplit(
 _TYPE_ONLY = {"autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
               "get_autocast_gpu_dtype", "is_available", "device_count"}
 _MOVERS = ("to_device", "todevice", "move_to", "to_cuda", "to_gpu", "send_to", "place")
+# Names that hold model or training state (saved from the device it lives on), not a cache of host data.
+_STATE_NAMES = ("model", "net", "state", "ckpt", "checkpoint", "weight", "optim", "param", "dict", "module",
+                "snapshot", "save", "ema", "generator", "discriminator", "encoder", "decoder", "g_", "d_")
 # Checkpoint entries under these names are usually objects (Namespace, config) that weights_only refuses.
 _OBJECT_NAMES = {"args", "opt", "opts", "config", "cfg", "hparams", "options", "parser", "namespace"}
 _MAY_ESTABLISH = {ast.Expr, ast.Assign, ast.AnnAssign, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.Assert,
                   ast.Import, ast.ImportFrom}
-_CUDA_ONLY_MODULES = {"tensorrt", "pycuda", "cupy", "torch_tensorrt"}
+_CUDA_ONLY_MODULES = {"tensorrt", "pycuda", "cupy", "torch_tensorrt", "torch2trt"}
 _EXIT_CALLS = {"exit", "quit", "_exit", "skip", "skipTest", "fail"}
 # How a block can end, for "did this code start NCCL or check for CUDA on every path that goes on".
 _FALL, _RET, _LOOP, _EXIT, _EST = "falls through", "returns", "leaves the loop", "exits", "CUDA established"
@@ -291,9 +297,9 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, facts: _FileFac
         positive = isinstance(op, (ast.Eq, ast.In))
         if not positive and not isinstance(op, (ast.NotEq, ast.NotIn)):
             return None
-        if literal.startswith(("cuda", "nccl")):
+        if literal.startswith(("cuda", "nccl", "gpu")):  # `args.device == "gpu"`: the user asked for the GPU
             return _CUDA if positive else _NOT_CUDA
-        return (_NOT_CUDA if positive else _CUDA) if literal == "cpu" else None
+        return (_NOT_CUDA if positive else _CUDA) if literal in ("cpu", "gloo") else None
     base = _guard(other, facts) if isinstance(other, ast.Call) else _flag_guard(other, facts)
     number = next((side for side in (left, right) if isinstance(side, ast.Constant) and type(side.value) is int), None)
     if base is None or (number is not None and facts is not None and not isinstance(other, ast.Call)
@@ -313,6 +319,9 @@ def _device_literals(node: ast.AST | None, facts: _FileFacts | None = None) -> l
     text = _string(node)
     if text is not None:
         return [(text, False)] if _ACCELERATOR.match(text.strip()) else []
+    if isinstance(node, ast.Call) and _last(node) == "format" and isinstance(node.func, ast.Attribute) and \
+            re.match(r"(cuda|xpu|hpu|npu):\{", _string(node.func.value) or ""):
+        return [(_string(node.func.value) or "", False)]  # "cuda:{}".format(rank)
     if isinstance(node, ast.JoinedStr) and node.values:
         head = node.values[0]  # f"cuda:{rank}" starts with the constant "cuda:"
         if isinstance(head, ast.Constant) and re.match(r"(cuda|xpu|hpu|npu):", str(head.value)):
@@ -421,7 +430,7 @@ class _FileFacts:
         self.moves_to_device = any(_last(c) == "cuda" or (_last(c) == "to" and (c.args or c.keywords)) for c in calls) \
             or any(_keyword(c, "device") is not None for c in calls)
         saves = [c for c in calls if _dotted(c.func) == "torch.save"]
-        self.cpu_saved = {self._path_key(p) for c in saves if self._from_cpu(c) for p in self._paths(c)}
+        self.cpu_saved = {self._path_key(p, c) for c in saves if self._from_cpu(c) for p in self._paths(c)}
         self.saved = {self._path_key(p) for c in saves for p in self._paths(c)}
         self.pickled_objects = sorted({name for c in calls if "save" in _last(c).lower() and c.args
                                        for name in self._objects(c.args[0])})
@@ -430,12 +439,10 @@ class _FileFacts:
         self.nccl_starts = [c for c in calls if _last(c) == "init_process_group"]
         self.sibling_cpu_saved: Callable[[str], bool] = lambda key: False
         self.sibling_saved: Callable[[str], bool] = lambda key: False
+        self.porting = False  # set per checked file (--porting, or `porting = true` in its pyproject.toml)
         self.defs: dict[str, list[ast.AST]] = {}  # function and class name -> their definitions, at any depth
         self.imports: dict[str, tuple[str, str | None, int]] = {}  # local name -> (module, imported name, level)
         self.mentions: Counter[str] = Counter()  # names read, called or spelt in a string (a string may be looked up)
-        self.load_aliases = {"torch.load"} | {t.id for n in tree.body if isinstance(n, ast.Assign)
-                                              and _dotted(n.value) == "torch.load" for t in n.targets
-                                              if isinstance(t, ast.Name)}  # `_torch_load = torch.load`
         self.mentions = Counter(_mentions(kinds))
         for kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             for node in kinds.get(kind, []):
@@ -447,6 +454,12 @@ class _FileFacts:
         for node in kinds.get(ast.ImportFrom, []):
             for alias in node.names:
                 self.imports[alias.asname or alias.name] = (node.module or "", alias.name, node.level)
+        self.torch_aliases = {local for local, (module, name, _) in self.imports.items()
+                              if module == "torch" and name is None and local != "torch"}  # `import torch as th`
+        self.load_aliases = {"torch.load"} | {f"{a}.load" for a in self.torch_aliases} | \
+            {t.id for n in tree.body if isinstance(n, ast.Assign)
+                                              and _dotted(n.value) == "torch.load" for t in n.targets
+                                              if isinstance(t, ast.Name)}  # `_torch_load = torch.load`
 
     def walk(self, node: ast.AST) -> list[ast.AST]:
         """`ast.walk(node)` as a list (without the shared Load/Store context nodes), cached for scopes."""
@@ -515,6 +528,9 @@ class _FileFacts:
         parts = set(Path(self.path).parts[:-1])
         if not (name.startswith("test") or name.endswith("_test.py") or parts & {"tests", "test"}):
             return False
+        folder = os.path.dirname(os.path.realpath(self.path))
+        if any(folder == f or folder.startswith(f + os.sep) for f in self.project.cuda_extension_folders):
+            return True  # beside the extension's own build script (DCNv2/test.py next to DCNv2/build.py)
         imported = {m for m, _, _ in self.imports.values()} | \
             {f"{m}.{n}".strip(".") for m, n, _ in self.imports.values() if n}
         return any(m in self.project.cuda_extensions or m.rsplit(".", 1)[-1] in self.project.cuda_extensions
@@ -539,6 +555,12 @@ class _FileFacts:
                         break
                     child, node = node, self.parents.get(node)
         return found
+
+    def canonical(self, func: ast.AST) -> str:
+        """The dotted name with `torch` for a module alias (`th.load` -> `torch.load`)."""
+        name = _dotted(func)
+        head, _, rest = name.partition(".")
+        return f"torch.{rest}" if rest and head in self.torch_aliases else name
 
     def qualified(self, func: ast.AST) -> str:
         """`pkg.mod.name` for a called name imported from elsewhere (`from pkg.mod import name`), else ''."""
@@ -781,23 +803,31 @@ class _FileFacts:
                     return ctx.args[0]
         return target
 
-    def _path_key(self, path: ast.AST | None) -> str:
-        """Compare paths by their last string constant (`"feat.pth"`), else by their whole expression."""
+    def _path_key(self, path: ast.AST | None, at: ast.AST | None = None) -> str:
+        """Compare paths by their last string constant (`"feat.pth"`), else by their whole expression.
+
+        Given `at` (the save or load), a bare variable (`fn`) names the same file only within one function."""
         constants = [n.value for n in self.walk(path) if _string(n) and "." in n.value]
-        return constants[-1] if constants else ast.dump(path)
+        if constants:
+            return constants[-1]
+        scoped = at is not None and isinstance(path, ast.Name)
+        return ast.dump(path) + (f"@{id(self._function_of(at))}" if scoped else "")
 
     def _from_cpu(self, save: ast.Call) -> bool:
         """A save of CPU data: `x.cpu()`, or `m.state_dict()` after `m.cpu()`, or a file that never moves."""
         saved = save.args[0] if save.args else None
         if not self.moves_to_device or any(_last(n) == "cpu" for n in self.walk(saved) if isinstance(n, ast.Call)):
             return True
+        if isinstance(saved, (ast.Name, ast.Attribute)) and not any(
+                part in _last(saved).lower() for part in _STATE_NAMES):
+            return True  # a cache of data (`torch.save(corpus, fn)`, `torch.save(x, cache_path)`), not model state
         owner = _dotted(saved.func.value) if isinstance(saved, ast.Call) and _last(saved) == "state_dict" else ""
         calls = (n for n in self.walk(self._function_of(save)) if isinstance(n, ast.Call) and _last(n) == "cpu")
         return bool(owner) and any(_dotted(c.func.value).startswith(owner) for c in calls if c.lineno < save.lineno)
 
-    def saved_on_cpu_here(self, load_path: ast.AST) -> bool:
+    def saved_on_cpu_here(self, load_path: ast.AST, load: ast.AST | None = None) -> bool:
         """This file saved the path being loaded, from CPU tensors: no map_location is needed."""
-        return self._path_key(load_path) in self.cpu_saved
+        return self._path_key(load_path, load) in self.cpu_saved
 
     def own_file(self, load_path: ast.AST) -> bool:
         """A fixed file name (a string, not a user's path) that this file or a sibling script writes."""
@@ -867,9 +897,10 @@ class _Project:
         # Call sites: id(definition) -> [(ids of the functions around the call, CUDA known there)]; calls on
         # receivers the lint cannot resolve (`trainer.fit()`) count for every method of that name.
         self.sites: dict[int, list[tuple[tuple[int, ...], bool]]] = {}
-        self.named_sites: dict[str, list[tuple[tuple[int, ...], bool]]] = {}
+        self.named_sites: dict[str, list[tuple[tuple[int, ...], bool, int]]] = {}  # ... and arguments passed
         self.wished: set[str] = set()  # flags passed as `gpu=True` somewhere
         self.cuda_extensions: set[str] = set()  # modules built by CUDAExtension(...): they need CUDA to run
+        self.cuda_extension_folders: set[str] = set()  # folders (not a project root) that build a CUDA extension
         self.options_on: set[str] = set()  # argparse options on by default in some checked file
         self.checked: set[str] = set()  # flags passed an availability check somewhere
 
@@ -878,6 +909,10 @@ class _Project:
         if os.path.isfile(path):
             self.files[os.path.realpath(path)] = facts
         self.options_on |= facts.options_on
+        if _builds_cuda_extension(facts) and os.path.isfile(path):
+            folder = os.path.dirname(os.path.realpath(path))
+            if _project_root(folder) != folder:
+                self.cuda_extension_folders.add(folder)
         for call in facts.calls:
             if _last(call) == "CUDAExtension":
                 name = _string(call.args[0]) if call.args else _string(getattr(_keyword(call, "name"), "value", None))
@@ -994,7 +1029,9 @@ class _Project:
             self.sites.setdefault(id(node), []).append((chain, known))
         owner = _dotted(call.func.value).split(".")[0] if isinstance(call.func, ast.Attribute) else ""
         if not targets and owner and owner not in facts.imports:  # `unittest.main()` reaches no checked file
-            self.named_sites.setdefault(call.func.attr, []).append((chain, known))
+            passed = -1 if any(isinstance(a, ast.Starred) for a in call.args) or _keyword(call, None) else \
+                len(call.args) + len(call.keywords)
+            self.named_sites.setdefault(call.func.attr, []).append((chain, known, passed))
         for value in [*call.args, *(k.value for k in call.keywords)]:
             if isinstance(value, ast.Name):
                 for node in facts.defs.get(value.id, []):
@@ -1005,7 +1042,9 @@ class _Project:
         """Functions every caller in the checked files reaches only where CUDA exists (the least fixed point)."""
         pending = []
         for facts, node in definitions:
-            sites = self.sites.get(id(node), []) + self.named_sites.get(node.name, [])
+            required = _required(node)  # `model.train()` cannot call `def train(loader, model, epoch)`
+            sites = self.sites.get(id(node), []) + [(chain, known) for chain, known, passed in
+                                                    self.named_sites.get(node.name, []) if not 0 <= passed < required]
             owner = facts.parents.get(node)
             if node.name == "__init__" and isinstance(owner, ast.ClassDef):
                 sites += self.sites.get(id(owner), [])  # `Trainer(cfg)` runs Trainer.__init__
@@ -1072,7 +1111,7 @@ class _Checker(ast.NodeVisitor):
     def report(self, node: ast.AST, code: str, detail: str = "") -> None:
         """Record a finding at the node's position (columns are 1-based, like flake8)."""
         finding = Finding(self.path, node.lineno, node.col_offset + 1, code, detail)
-        self.findings.append((finding, self._chain() if code in _HIDEABLE else ()))
+        self.findings.append((finding, self._chain()))
 
     def report_device(self, node: ast.AST, literals: list[tuple[str, bool]], default: bool = False) -> None:
         """DEV002 for a hard-coded accelerator, DEV011 where a CUDA test already guards it.
@@ -1252,7 +1291,7 @@ class _Checker(ast.NodeVisitor):
         if method == "cuda" and not self.known():
             self.report(node, "DEV001")
         self._check_device_strings(node, method)
-        name = _dotted(func)
+        name = self.facts.canonical(func)
         self._check_runtime(node, name, method)
         if name in self.facts.load_aliases or name == "torch.jit.load":
             self._check_load(node, "torch.load" if name in self.facts.load_aliases else name)
@@ -1320,12 +1359,12 @@ class _Checker(ast.NodeVisitor):
 
         Strings that place nothing are not hard-coded devices: a backend type for autocast/GradScaler,
         `torch.device("cuda")` compared with another device or used as a key."""
-        naming = _dotted(node.func) == "torch.device" and _naming_use(node, self.facts.parents)
+        naming = self.facts.canonical(node.func) == "torch.device" and _naming_use(node, self.facts.parents)
         if _last(node) in _TYPE_ONLY or naming:
             return
         candidates = list(node.args) if method == "to" else []
         candidates += [kw.value for kw in node.keywords if kw.arg == "map_location"]
-        if _dotted(node.func) == "torch.device" and node.args:
+        if self.facts.canonical(node.func) == "torch.device" and node.args:
             candidates.append(node.args[0])
         device_kw = _keyword(node, "device")
         if device_kw is not None:
@@ -1348,8 +1387,9 @@ class _Checker(ast.NodeVisitor):
         a wrapper that passes `weights_only=False` (or sets it in the options it forwards) is reported."""
         forwarded = _keyword(node, None) is not None
         path = self.facts.opened(node, node.args[0]) if node.args else None
-        same_process = path is not None and (self.facts.saved_on_cpu_here(path) or self.facts.saves_in_function(node)
-                                             or self.facts.sibling_cpu_saved(self.facts._path_key(path)))
+        same_process = path is not None and (
+            self.facts.saved_on_cpu_here(path, node) or self.facts.saves_in_function(node)
+            or self.facts.sibling_cpu_saved(self.facts._path_key(path)))
         if not forwarded and len(node.args) < 2 and _keyword(node, "map_location") is None and not same_process \
                 and not self.known():  # where CUDA exists, a GPU checkpoint loads
             self.report(node, "DEV003", name if name != "torch.load" else "")
@@ -1547,7 +1587,7 @@ def lint_source(source: str, filename: str = "<string>", select: Iterable[str] |
                 porting: bool = False) -> list[Finding]:
     """Lint one module's text; DEV000 (syntax error) is reported whatever select/ignore say."""
     errors: list[str] = []
-    findings = lint_sources([(filename, source)], errors, select, ignore, allow_devices_in, porting)
+    findings = lint_sources([(filename, source)], errors, select, ignore, allow_devices_in, porting, from_disk=False)
     if errors:
         raise LintError(errors[0].split(": error: ", 1)[-1])
     return findings
@@ -1556,19 +1596,20 @@ def lint_source(source: str, filename: str = "<string>", select: Iterable[str] |
 def lint_sources(sources: Iterable[tuple[str, str]], errors: list[str] | None = None,
                  select: Iterable[str] | None = None, ignore: Iterable[str] = (),
                  allow_devices_in: Iterable[str] = DEVICE_MODULES, porting: bool = False,
-                 roots: Iterable[str] = ()) -> list[Finding]:
+                 roots: Iterable[str] = (), from_disk: bool = True) -> list[Finding]:
     """Lint modules together, (filename, text) each: calls between them are followed.
 
     A function whose every caller in these files runs only where CUDA exists is CUDA-only too;
     `porting` turns the opt-in rules on and reports CUDA-only code as well. Imports are followed into
-    other files under `roots` (default: the project around each file: pyproject.toml, setup.py or .git)."""
+    other files under `roots` (default: the project around each file: pyproject.toml, setup.py or .git).
+    `from_disk`: the texts are the files' contents, so their pyproject.toml may turn porting on."""
     for cache in (_in_package, _is_package, _project_root, _pyproject_patterns, _sibling_saves):
         cache.cache_clear()  # files may have changed since the last call in this process
     enabled = gc.isenabled()
     gc.disable()  # every tree stays alive until the end: the collector would rescan them all, again and again
     try:
         return _lint_sources(list(sources), [] if errors is None else errors, select, ignore, allow_devices_in,
-                             porting, roots)
+                             porting, roots, from_disk)
     finally:
         if enabled:
             gc.enable()
@@ -1576,7 +1617,7 @@ def lint_sources(sources: Iterable[tuple[str, str]], errors: list[str] | None = 
 
 def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Iterable[str] | None,
                   ignore: Iterable[str], allow_devices_in: Iterable[str], porting: bool,
-                  roots: Iterable[str]) -> list[Finding]:
+                  roots: Iterable[str], from_disk: bool) -> list[Finding]:
     """lint_sources() with the collector off."""
     project, parsed, findings = _Project(), [], []
     project.roots = {os.path.realpath(r) for r in roots} or \
@@ -1602,7 +1643,8 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
     checked = []
     for filename, source, facts in parsed:
         allowed = _matches(filename, allow_devices_in) or _allowed_by_pyproject(filename)
-        checker = _Checker(filename, allowed, facts, porting)
+        facts.porting = porting or (from_disk and _porting_by_pyproject(filename))
+        checker = _Checker(filename, allowed, facts, facts.porting)
         try:
             checker.visit(facts.tree)
         except (RecursionError, MemoryError):
@@ -1611,9 +1653,10 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
         checked.append((source, facts, checker.findings))
     functions = [(facts, node) for _, facts, _ in checked for nodes in facts.defs.values() for node in nodes
                  if not isinstance(node, ast.ClassDef)]
-    hidden = set() if porting else \
-        project.cuda_only(functions) | _unreached(project, functions, [facts for _, facts, _ in checked])
-    return sorted(set(findings) | _kept(checked, hidden, _chosen(select, ignore, porting)))
+    hidden = project.cuda_only(functions)
+    unreached = _unreached(project, functions, [facts for _, facts, _ in checked])
+    chosen = {True: _chosen(select, ignore, True), False: _chosen(select, ignore, False)}
+    return sorted(set(findings) | _kept(checked, hidden, unreached, chosen))
 
 
 def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], files: list[_FileFacts]) -> set[int]:
@@ -1641,10 +1684,30 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
     return found
 
 
+def _builds_cuda_extension(facts: _FileFacts) -> bool:
+    """A build script for a CUDA extension: CUDAExtension(...), or an extension with .cu sources or with_cuda."""
+    builders = [c for c in facts.calls if _last(c) in ("CUDAExtension", "create_extension", "load", "setup")]
+    if not builders:
+        return False
+    cuda_sources = any(type(n.value) is str and re.search(r"\.cu(\.o)?\Z", n.value)
+                       for n in facts.kinds.get(ast.Constant, []))
+    return any(_last(c) == "CUDAExtension" for c in builders) or cuda_sources and \
+        any(_last(c) in ("create_extension", "load") for c in builders)
+
+
+def _required(function: ast.AST) -> int:
+    """Arguments a call must pass (positional parameters without a default, `self`/`cls` aside)."""
+    args = function.args
+    params = args.posonlyargs + args.args
+    if params and params[0].arg in ("self", "cls"):
+        params = params[1:]
+    return max(0, len(params) - len(args.defaults)) + sum(d is None for d in args.kw_defaults)
+
+
 def _mentions(kinds: dict[type, list[ast.AST]]) -> list[str]:
     """Every name read (a Name, an attribute) or spelt as an identifier string, once per occurrence."""
     return [n.id for n in kinds.get(ast.Name, []) if isinstance(n.ctx, ast.Load)] + \
-        [n.attr for n in kinds.get(ast.Attribute, [])] + \
+        [n.attr for n in kinds.get(ast.Attribute, [])] + [n.name for n in kinds.get(ast.alias, [])] + \
         [n.value for n in kinds.get(ast.Constant, []) if type(n.value) is str and n.value.isidentifier()]
 
 
@@ -1716,18 +1779,22 @@ def _chosen(select: Iterable[str] | None, ignore: Iterable[str], porting: bool) 
     return chosen - set(ignore)
 
 
-def _kept(checked: list, hidden: set[int], chosen: set[str]) -> set[Finding]:
-    """Findings left after CUDA-only functions (DEV002 there is DEV011), rule choice and ignore comments."""
+def _kept(checked: list, hidden: set[int], unreached: set[int], chosen: dict[bool, set[str]]) -> set[Finding]:
+    """Findings left after unreached code, CUDA-only functions (DEV002 there is DEV011), rule choice, ignores.
+
+    A file linted for porting keeps its CUDA-only findings and takes the opt-in rules too."""
     kept: set[Finding] = set()
-    for source, _, found in checked:
+    for source, facts, found in checked:
         silenced = _ignored(source) if found and _IGNORE.search(source) else {}
         for finding, chain in found:
-            if hidden.intersection(chain):
+            if not facts.porting and unreached.intersection(chain):
+                continue
+            if not facts.porting and finding.code in _HIDEABLE and hidden.intersection(chain):
                 if finding.code != "DEV002":
                     continue
                 finding = finding._replace(code="DEV011")
             codes = silenced.get(finding.line, set())
-            if finding.code in chosen and codes is not None and finding.code not in codes:
+            if finding.code in chosen[facts.porting] and codes is not None and finding.code not in codes:
                 kept.add(finding)
     return kept
 
@@ -1766,9 +1833,17 @@ def _pyproject_patterns(folder: str, key: str = "allow-devices-in") -> tuple[str
             except (OSError, UnicodeDecodeError):
                 return "", ()
             section = re.search(r"^\[tool\.devicelint\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+            if section and re.search(rf"^{key}\s*=\s*true\b", section.group(1), re.M):
+                return str(candidate), ("true",)  # a boolean setting (`porting = true`)
             value = re.search(rf"^{key}\s*=\s*\[(.*?)\]", section.group(1), re.M | re.S) if section else None
             return str(candidate), tuple(re.findall(r"[\"']([^\"']+)[\"']", value.group(1))) if value else ()
     return "", ()
+
+
+def _porting_by_pyproject(filename: str) -> bool:
+    """Whether the project's pyproject.toml says `porting = true` under [tool.devicelint]."""
+    return os.path.isfile(filename) and \
+        _pyproject_patterns(os.path.dirname(os.path.abspath(filename)), "porting")[1] == ("true",)
 
 
 def _allowed_by_pyproject(filename: str) -> bool:

@@ -124,7 +124,7 @@ def test_every_rule_is_proven_both_ways() -> None:
 
 def test_cuda_call_is_reported_with_position_and_a_short_message() -> None:
     """The output line reads like any linter: path:line:col: CODE message; the fix is behind --explain."""
-    [finding] = devicelint.lint_source("import torch\nx = torch.ones(2).cuda()\n", "train.py")
+    [finding] = devicelint.lint_source("import torch\nx = torch.ones(2).cuda()\n", "train.py", select=["DEV001"])
     assert finding.format() == "train.py:2:5: DEV001 .cuda() outside a CUDA guard"
 
 
@@ -151,20 +151,21 @@ def test_pyproject_names_the_files_that_may_hold_device_strings(tmp_path: Path) 
 def test_ignore_comment_silences_only_the_named_code_on_its_line() -> None:
     """`# devicelint: ignore[CODE]` is targeted; a bare `ignore` silences the whole line."""
     line = "x = torch.ones(2, device='cuda').cuda()"
-    assert codes(line) == ["DEV001", "DEV002"]
-    assert codes(line + "  # devicelint: ignore[DEV002]") == ["DEV001"]
-    assert codes(line + "  # devicelint: ignore[DEV001, DEV002]") == []
-    assert codes(line + "  # devicelint: ignore") == []
-    assert codes(f"# devicelint: ignore[DEV001]\n{line}") == ["DEV001", "DEV002"]
+    both = {"select": ["DEV001", "DEV002"]}
+    assert codes(line, **both) == ["DEV001", "DEV002"]
+    assert codes(line + "  # devicelint: ignore[DEV002]", **both) == ["DEV001"]
+    assert codes(line + "  # devicelint: ignore[DEV001, DEV002]", **both) == []
+    assert codes(line + "  # devicelint: ignore", **both) == []
+    assert codes(f"# devicelint: ignore[DEV001]\n{line}", **both) == ["DEV001", "DEV002"]
 
 
 def test_select_and_ignore_filter_the_rules(tmp_path: Path, capsys) -> None:
     """--select keeps only the listed codes, --ignore drops codes; unknown codes are an error."""
     target = tmp_path / "bad.py"
-    target.write_text("x = torch.ones(2, device='cuda').cuda()\n")
+    target.write_text("x = torch.ones(2, device='cuda').cuda()\ntorch.cuda.synchronize()\n")
     assert devicelint.main(["--select", "DEV002", str(target)]) == 1
-    assert "DEV001" not in capsys.readouterr().out
-    assert devicelint.main(["--ignore", "DEV001,DEV002", str(target)]) == 0
+    assert "DEV012" not in capsys.readouterr().out
+    assert devicelint.main(["--ignore", "DEV012,DEV002", str(target)]) == 0
     assert capsys.readouterr().out == ""
     assert devicelint.main(["--select", "DEV123", str(target)]) == 2
 
@@ -186,7 +187,7 @@ def test_missing_path_is_a_usage_error(tmp_path: Path, capsys) -> None:
 
 def test_folders_are_walked_sorted_and_virtualenvs_skipped(tmp_path: Path, capsys) -> None:
     """Directories recurse into *.py (not .venv/__pycache__); findings sort by path, line, col."""
-    (tmp_path / "b.py").write_text("x.cuda()\ny.cuda()\n")
+    (tmp_path / "b.py").write_text("torch.cuda.synchronize()\ntorch.cuda.set_device(0)\n")
     (tmp_path / "a.py").write_text("z = torch.load(p)\n")
     (tmp_path / "notes.txt").write_text("x.cuda()\n")
     (tmp_path / ".venv").mkdir()
@@ -194,7 +195,7 @@ def test_folders_are_walked_sorted_and_virtualenvs_skipped(tmp_path: Path, capsy
     assert devicelint.main([str(tmp_path)]) == 1
     *lines, summary = capsys.readouterr().out.splitlines()
     assert summary.startswith("devicelint: 4 findings in 2 files")
-    assert [line.split(": ")[1].split()[0] for line in lines] == ["DEV003", "DEV004", "DEV001", "DEV001"]
+    assert [line.split(": ")[1].split()[0] for line in lines] == ["DEV003", "DEV004", "DEV012", "DEV012"]
     assert lines[2].startswith(str(tmp_path / "b.py") + ":1:") and ".venv" not in "".join(lines)
 
 
@@ -203,7 +204,8 @@ def test_list_rules_prints_every_code_and_marks_the_ones_off_by_default(capsys) 
     assert devicelint.main(["--list-rules"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == list(devicelint.RULES)
-    assert [line.split()[0] for line in lines if "[off by default; on with --porting]" in line] == ["DEV007", "DEV011"]
+    assert [line.split()[0] for line in lines if "[off by default; on with --porting]" in line] == \
+        ["DEV001", "DEV007", "DEV011"]
 
 
 def test_explain_prints_the_long_hint(capsys) -> None:
@@ -217,13 +219,13 @@ def test_explain_prints_the_long_hint(capsys) -> None:
 def test_command_line_exit_codes(tmp_path: Path) -> None:
     """`python tools/devicelint.py` exits 1 with findings on stdout, 0 on clean code."""
     bad, good = tmp_path / "bad.py", tmp_path / "good.py"
-    bad.write_text("model.cuda()\n")
+    bad.write_text("torch.cuda.synchronize()\n")
     good.write_text("model.to(device)\n")
     command = [sys.executable, devicelint.__file__]
     failed = subprocess.run([*command, str(bad)], cwd=PROJECT_ROOT, capture_output=True, text=True)
     passed = subprocess.run([*command, str(good)], cwd=PROJECT_ROOT, capture_output=True, text=True)
     assert (failed.returncode, passed.returncode) == (1, 0), failed.stderr + passed.stderr
-    assert " DEV001 " in failed.stdout and passed.stdout == ""
+    assert " DEV012 " in failed.stdout and passed.stdout == ""
 
 
 def test_generated_project_is_clean_under_its_own_linter(capsys) -> None:

@@ -24,11 +24,11 @@ def run(capsys, *argv: str) -> tuple[int, list[str], list[str]]:
 @pytest.mark.skipif(not hasattr(os, "symlink") or sys.platform == "win32", reason="needs symlinks")
 def test_a_broken_symlink_in_a_folder_is_an_error_not_a_crash(tmp_path: Path, capsys) -> None:
     """The other files are still checked; the link gets one stderr line and the exit status is 2."""
-    (tmp_path / "bad.py").write_text("model.cuda()\n")
+    (tmp_path / "bad.py").write_text("torch.cuda.synchronize()\n")
     (tmp_path / "gone.py").symlink_to(tmp_path / "missing.py")
     status, out, err = run(capsys, str(tmp_path))
     assert status == 2
-    assert " DEV001 " in out[0]
+    assert " DEV012 " in out[0]
     assert err == [f"{tmp_path / 'gone.py'}: error: broken symbolic link"]
 
 
@@ -66,10 +66,10 @@ def test_an_encoding_cookie_is_honoured(tmp_path: Path, capsys) -> None:
 
 def test_overlapping_paths_print_each_finding_once(tmp_path: Path, capsys) -> None:
     """`devicelint src src/a.py ./src` checks a.py once."""
-    (tmp_path / "a.py").write_text("model.cuda()\n")
+    (tmp_path / "a.py").write_text("torch.cuda.synchronize()\n")
     status, out, _ = run(capsys, str(tmp_path), str(tmp_path / "a.py"), str(tmp_path / "." / "a.py"))
     assert status == 1
-    assert out[-1].startswith("devicelint: 1 finding in 1 file (DEV001 x1)")
+    assert out[-1].startswith("devicelint: 1 finding in 1 file (DEV012 x1)")
     assert len(out) == 2
 
 
@@ -77,7 +77,7 @@ def test_exclude_skips_files_and_folders_by_glob(tmp_path: Path, capsys) -> None
     """--exclude takes a glob or a path, for files and folders, and can repeat."""
     for name in ("src/a.py", "src/gen/b.py", "tests/test_c.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("model.cuda()\n")
+        (tmp_path / name).write_text("torch.cuda.synchronize()\n")
     status, out, _ = run(capsys, str(tmp_path), "--exclude", "tests", "--exclude", "*/gen/*")
     assert status == 1 and out[0].startswith(str(tmp_path / "src" / "a.py")) and len(out) == 2
     assert run(capsys, str(tmp_path), "--exclude", "*.py")[0] == 0
@@ -96,7 +96,7 @@ def test_allow_devices_in_matches_paths_and_globs(tmp_path: Path, capsys) -> Non
 def test_exit_status_is_0_clean_1_findings_2_usage(tmp_path: Path, capsys) -> None:
     """0 clean (and silent), 1 findings plus a summary line, 2 for a bad command line."""
     (tmp_path / "good.py").write_text("model.to(device)\n")
-    (tmp_path / "bad.py").write_text("model.cuda()\n")
+    (tmp_path / "bad.py").write_text("torch.cuda.synchronize()\n")
     assert run(capsys, str(tmp_path / "good.py")) == (0, [], [])
     status, out, _ = run(capsys, str(tmp_path))
     assert status == 1 and out[-1].endswith("`--explain CODE` shows the fix")
@@ -109,10 +109,10 @@ def test_the_file_runs_as_a_script_outside_any_package(tmp_path: Path) -> None:
     """Copied alone, `python devicelint.py PATH` works: it imports only the standard library."""
     copy = tmp_path / "devicelint.py"
     copy.write_text(Path(devicelint.__file__).read_text())
-    (tmp_path / "bad.py").write_text("model.cuda()\n")
+    (tmp_path / "bad.py").write_text("torch.cuda.synchronize()\n")
     result = subprocess.run([sys.executable, "-I", str(copy), str(tmp_path / "bad.py")],
                             capture_output=True, text=True, cwd=tmp_path)
-    assert result.returncode == 1 and " DEV001 " in result.stdout, result.stderr
+    assert result.returncode == 1 and " DEV012 " in result.stdout, result.stderr
 
 
 def test_no_path_lints_what_pyproject_names(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -120,7 +120,7 @@ def test_no_path_lints_what_pyproject_names(tmp_path: Path, capsys, monkeypatch)
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n\n[tool.devicelint]\npaths = ["src", "*.py"]\n')
     for name in ("src/model.py", "train.py", "tests/test_gpu.py"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
-        (tmp_path / name).write_text("x = x.cuda()\n")
+        (tmp_path / name).write_text("torch.cuda.synchronize()\n")
     monkeypatch.chdir(tmp_path)
     status, out, _ = run(capsys)
     assert status == 1
@@ -131,10 +131,10 @@ def test_no_path_and_no_paths_setting_lints_the_whole_project(tmp_path: Path, ca
     """Without `paths`, the project around the current folder (where pyproject.toml is) is linted."""
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n')
     (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "model.py").write_text("x = x.cuda()\n")
+    (tmp_path / "pkg" / "model.py").write_text("torch.cuda.synchronize()\n")
     monkeypatch.chdir(tmp_path / "pkg")
     status, out, _ = run(capsys)
-    assert status == 1 and out[0].startswith(str(tmp_path / "pkg" / "model.py")) and " DEV001 " in out[0]
+    assert status == 1 and out[0].startswith(str(tmp_path / "pkg" / "model.py")) and " DEV012 " in out[0]
 
 
 def test_a_path_pyproject_names_that_is_missing_is_a_usage_error(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -158,3 +158,13 @@ def test_porting_reports_cuda_only_code_and_the_opt_in_rules(tmp_path: Path, cap
     assert run(capsys, str(tmp_path))[0] == 0
     status, out, _ = run(capsys, "--porting", str(tmp_path))
     assert status == 1 and [line.split()[1] for line in out[:-1]] == ["DEV001", "DEV007"]
+
+
+def test_pyproject_can_turn_porting_on(tmp_path: Path, capsys, monkeypatch) -> None:
+    """`porting = true` under [tool.devicelint] reports .cuda() (opt-in otherwise) without the flag."""
+    (tmp_path / "model.py").write_text("x = x.cuda()\n")
+    monkeypatch.chdir(tmp_path)
+    assert run(capsys, "model.py")[0] == 0
+    (tmp_path / "pyproject.toml").write_text("[tool.devicelint]\nporting = true\n")
+    status, out, _ = run(capsys, "model.py")
+    assert status == 1 and " DEV001 " in out[0]

@@ -13,9 +13,13 @@ import pytest
 
 import devicelint  # tools/devicelint.py: pytest puts tools/ on sys.path (pyproject.toml)
 
+# DEV001 (.cuda()) is opt-in since issue 33, but these snippets are about its guards: select it with the defaults.
+CHECKED = sorted({code for code, rule in devicelint.RULES.items() if rule.default} | {"DEV001"})
+
 
 def codes(source: str, **options) -> list[str]:
-    """The codes reported for a snippet, in order (default rules unless `select` is given)."""
+    """The codes reported for a snippet, in order (default rules and DEV001 unless `select` is given)."""
+    options = {"select": CHECKED, **options} if "porting" not in options else options
     return [f.code for f in devicelint.lint_source(textwrap.dedent(source), "train.py", **options)]
 
 
@@ -24,7 +28,8 @@ def tree_codes(tmp_path: Path, files: dict[str, str], **options) -> list[tuple[s
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(textwrap.dedent(text))
-    found = devicelint.lint_paths([str(tmp_path)], **options)
+    found = devicelint.lint_paths([str(tmp_path)], **({"select": CHECKED, **options} if "porting" not in options
+                                                      else options))
     return [(Path(f.path).relative_to(tmp_path).as_posix(), f.line, f.code) for f in found]
 
 
@@ -468,3 +473,96 @@ def test_code_nothing_in_an_application_uses_is_quiet(tmp_path: Path) -> None:
     assert tree_codes(tmp_path, files) == [("models/common.py", 3, "DEV001"), ("utils/loss.py", 10, "DEV001")]
     (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='p')\n")
     assert ("utils/loss.py", 5, "DEV001") in tree_codes(tmp_path, {})
+
+
+# Issue 33, round 3: patterns from the second held-out set (reduced, not copied).
+ROUND3_QUIET = {
+    "gpu_asked_for_by_name": """
+        def infer(args, img):
+            if args.device == "gpu":
+                img = img.cuda()
+            if args.trt:
+                args.device = "gpu"
+        """,
+    "torch2trt_branch": """
+        def build(trt_file):
+            from torch2trt import TRTModule
+            model = TRTModule()
+            model.load_state_dict(torch.load(trt_file, weights_only=True))
+            return model(torch.ones(1, 3, 8, 8).cuda())
+        """,
+    "backend_other_than_gloo": "device = torch.device('cpu' if backend == 'gloo' else 'cuda')",
+    "data_cache_saved_here": """
+        model = Net().to(device)
+
+        def corpus(path):
+            if os.path.exists(path):
+                return torch.load(path, weights_only=True)
+            data = build(path)
+            torch.save(data, path)
+            return data
+        """,
+    "train_called_after_nccl_beside_module_train": """
+        def train(loader, model, epoch):
+            for x, y in loader:
+                loss = model(x.cuda(non_blocking=True), y.cuda(non_blocking=True))
+
+        def validate(model):
+            model.train()
+
+        def main(args):
+            dist.init_process_group("nccl")
+            train(make_loader(), Net(), 0)
+
+        if __name__ == "__main__":
+            main(parse())
+        """,
+}
+
+
+@pytest.mark.parametrize("source", ROUND3_QUIET.values(), ids=ROUND3_QUIET.keys())
+def test_round3_false_alarms_stay_quiet(source: str) -> None:
+    """"gpu" asked for by name, TensorRT, a non-gloo backend, data caches, `model.train()` beside `train(...)`."""
+    assert codes(source) == []
+
+
+ROUND3_FOUND = {
+    "torch_imported_as_th": ("import torch as th\nstate = th.load(path)\nd = th.device('cuda')\n",
+                             ["DEV003", "DEV004", "DEV002"]),
+    "formatted_device_string": ("self.device = 'cuda:{}'.format(local_rank)\n", ["DEV002"]),
+    "same_name_different_files": ("""
+        def save(model, fn):
+            torch.save([model, optimizer], fn)
+
+        def load(fn):
+            with open(fn, "rb") as f:
+                return torch.load(f, weights_only=True)
+
+        fn = "corpus.data"
+        torch.save(corpus, fn)
+        """, ["DEV003"]),
+}
+
+
+@pytest.mark.parametrize(("source", "expected"), ROUND3_FOUND.values(), ids=ROUND3_FOUND.keys())
+def test_round3_misses_are_found(source: str, expected: list[str]) -> None:
+    """`import torch as th`, "cuda:{}".format(...), and a variable path that names another file elsewhere."""
+    assert sorted(codes(source)) == sorted(expected)
+
+
+def test_a_test_beside_a_cuda_only_build_script_is_quiet(tmp_path: Path) -> None:
+    """DCNv2/test.py next to DCNv2/build.py (an extension with .cu objects) tests code that needs CUDA."""
+    files = {
+        "pyproject.toml": "[project]\nname = 'p'\n",
+        "lib/dcn/build.py": "ffi = create_extension('_ext', sources=['src/dcn.c'], extra_objects=['dcn.cu.o'])\n",
+        "lib/dcn/test.py": "def check_forward():\n    x = torch.ones(2).cuda()\n",
+        "lib/other/test.py": "def check_forward():\n    x = torch.ones(2).cuda()\n",
+    }
+    assert tree_codes(tmp_path, files) == [("lib/other/test.py", 2, "DEV001")]
+
+
+def test_dead_code_is_quiet_for_every_rule(tmp_path: Path) -> None:
+    """An application's never-called save_checkpoint pickles nothing: no DEV006 either."""
+    files = {"utils.py": "def save_checkpoint(model, path):\n    torch.save(model, path)\n",
+             "train.py": "import utils\ntorch.save(model, 'final.pt')\n"}
+    assert tree_codes(tmp_path, files) == [("train.py", 2, "DEV006")]

@@ -13,14 +13,19 @@ import pytest
 
 import devicelint  # tools/devicelint.py: pytest puts tools/ on sys.path (pyproject.toml)
 
+# DEV001 (.cuda()) is opt-in since issue 33, but these snippets are about its guards: select it with the defaults.
+CHECKED = sorted({code for code, rule in devicelint.RULES.items() if rule.default} | {"DEV001"})
+
 
 def codes(source: str, **options) -> list[str]:
-    """The codes reported for a snippet, in order (default rules unless `select` is given)."""
+    """The codes reported for a snippet, in order (default rules and DEV001 unless `select` is given)."""
+    options = {"select": CHECKED, **options} if "porting" not in options else options
     return [f.code for f in devicelint.lint_source(textwrap.dedent(source), "train.py", **options)]
 
 
 def details(source: str, **options) -> list[str]:
     """The formatted findings for a snippet."""
+    options = {"select": CHECKED, **options} if "porting" not in options else options
     return [f.format() for f in devicelint.lint_source(textwrap.dedent(source), "train.py", **options)]
 
 
