@@ -3,10 +3,12 @@
 
 Usage::
 
-    python tools/devicelint.py PATH...            # files or folders (recurses into *.py)
+    python tools/devicelint.py                    # what pyproject's [tool.devicelint] paths names, else the project
+    python tools/devicelint.py PATH...            # files or folders (recurses into *.py), linted as one tree
+    python tools/devicelint.py --porting PATH...  # every .cuda() and the opt-in rules too
     python tools/devicelint.py --list-rules       # codes and one-line descriptions
     python tools/devicelint.py --explain DEV003   # why a rule exists and how to fix it
-    python tools/devicelint.py --select DEV001,DEV003 --exclude 'tests/*' src/
+    python tools/devicelint.py --select DEV002,DEV003 --exclude 'tests/*' src/
 
 Findings print like any linter, sorted and once each: ``path:line:col: CODE message``, then one
 summary line. Exit code 0 means clean, 1 means findings (a file that does not parse is one DEV000
@@ -17,37 +19,54 @@ Silence one line with ``# devicelint: ignore[DEV002]`` (several codes: ``ignore[
 a bare ``# devicelint: ignore`` silences every code on that line). The comment must sit on the
 line the finding names.
 
-Guards are understood: CUDA-only code (``.cuda()``, ``torch.cuda.FloatTensor``, ``torch.cuda.synchronize()``)
-inside ``if torch.cuda.is_available():``, ``if device.type == "cuda":``, ``if use_cuda:`` (any name
-with cuda/gpu in it), the ``else`` of a CPU check, after ``if not ...: return`` (or ``pytest.skip``), under
-a decorator that skips without CUDA (``@unittest.skipIf(not torch.cuda.is_available(), ...)``,
-``@pytest.mark.skipif``, ``@requires_cuda``, a module's ``pytestmark``), or in a block or function that
-itself starts NCCL is not reported. A flag set to True with no availability check (``--cuda
-default=True``, ``use_gpu=True``) guards nothing. A device string chosen by availability (``"cuda" if
-torch.cuda.is_available() else "cpu"``) cannot crash; it is DEV011, off by default. Strings that place
-nothing are not reported: an autocast/GradScaler device type, a comparison, a key.
+The default rules are the ones precise on code nobody tuned the lint on (precision first: it is meant
+to stay switched on in pre-commit). ``.cuda()`` (DEV001), tensors made in forward() (DEV007) and the
+silent CPU fallback (DEV011) are opt-in: ``--porting``, or ``porting = true`` under [tool.devicelint]
+in the project's pyproject.toml, for code becoming device-portable; porting also reports CUDA-only code.
+
+What runs only where CUDA exists is not reported (by default). The lint follows the file and its entry
+points, and calls into the other checked files and the modules they import:
+- guards: ``if torch.cuda.is_available():``, ``if device.type == "cuda":``, ``device.startswith("cuda")``,
+  the ``else`` of a CPU check, after ``if not ...: return``, a skip decorator or a module's
+  ``pytestmark``, a flag an availability check sets (``use_cuda = torch.cuda.is_available()``), a flag
+  off by default (``--cuda`` store_true, ``args.gpu is not None``), a helper that returns a check;
+- code after NCCL starts or CUDA is asserted (``assert torch.cuda.is_available()``, ``if not ...:
+  sys.exit()``), wherever that happens: in the function, in ``__main__``, in a ``setup()`` or
+  ``init_distributed_mode()`` helper in another file that starts NCCL or exits without CUDA on every
+  path; a function every caller in the checked files reaches that way is CUDA-only too; an ``if``
+  with the same test as a block that started NCCL; after a collective; under TensorRT/CuPy imports;
+- tests of a CUDA-only compiled extension (importing a ``CUDAExtension``, or beside its build script);
+- code nothing reaches: a private helper no file names, and in an application (no pyproject
+  ``[project]`` or setup.py: no users outside) a function or class no file names or evaluates.
+A flag something only wishes on guards nothing: ``--cuda default=True``, ``--gpus default=1``, a
+parameter every caller passes ``gpu=True``, ``cuda = not no_cuda``, another script's option on by default.
+
+Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name,
+or a private helper every caller passes the device), ``add_argument("--device", default="cuda")``,
+``getattr(args, "device", "cuda")``, ``cfg.get("device", "cuda")``, ``torch.set_default_device("cuda")``.
+Unpickling is reported at the call: torch.load without ``weights_only=True`` (not for a file this
+process just wrote), ``torch.hub.load_state_dict_from_url``, ``model_zoo.load_url``, any function in the
+checked files that calls torch.load with ``weights_only=False``, and ultralytics' ``torch_load``.
 
 Device strings (DEV002) and CUDA runtime calls (DEV012) are allowed in the project's own device module:
-a file with a function that checks availability, whatever its name; name more files with
+a file with a function that checks availability and returns a device; name more files with
 ``--allow-devices-in PATTERN`` (a file name, a path suffix or a glob) or in pyproject.toml::
 
     [tool.devicelint]
+    paths = ["mypkg", "tools", "*.py"]        # what a run without paths lints
     allow-devices-in = ["mypkg/config.py"]
+    porting = true                            # opt-in rules and CUDA-only code too
 
-What counts as a hazard (the labelling policy behind the rules and their measured precision): a line
-that fails, or silently misplaces tensors, on a machine without the named accelerator (or loads a
-checkpoint saved on another machine's device, or unpickles without ``weights_only``) when that line is
-reached; and a checkpoint whose keys carry a wrapper's ``module.`` (DEV009), which a plain model
-elsewhere cannot load, even when the project strips the prefix in its own loader. Not hazards: code that
-only runs where the accelerator already exists (a guard, a skip decorator, an NCCL process group, a
-TensorRT engine); a file loaded in the process that saved it or saved from CPU tensors; CPU tensors that
-are 0-dim, moved later, indices, or read on the host; calls that are safe without CUDA (``empty_cache``,
-``memory_allocated``, ``manual_seed``).
+What counts as a hazard is the labelling policy the figures are measured by (the template README's
+"Device lint" section has them, per rule, with the repositories and commits): a line that, reached with
+the code's default arguments or by a caller in the repository, fails or silently misplaces tensors on a
+machine without the named accelerator, loads a possibly GPU-saved checkpoint without ``map_location``,
+unpickles a file that may come from elsewhere, or saves a wrapper's ``module.`` keys or a whole module.
 
 Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name,
 DEV008 decides "this is a Dataset" from the base-class name, DEV009 follows names bound to
 DataParallel/DDP(...) within one file, and DEV007 follows helpers called from forward() within
-one file.
+one file; calls are matched to definitions by name where the receiver is unknown.
 
 To use it elsewhere, copy this one file into the other project and run ``python devicelint.py
 PATH...``, or use the pre-commit hook ``devicelint`` from the template repository.
