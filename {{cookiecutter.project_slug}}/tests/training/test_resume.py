@@ -192,7 +192,7 @@ def test_a_signal_to_the_process_group_with_loader_workers_saves_the_step_and_re
     try:
         wait_for(process, log, "paused at step:2:1")
         os.killpg(process.pid, signum)
-        assert process.wait(timeout=120) == code, log.read_text()[-3000:]
+        assert process.wait(timeout=HANG_S) == code, log.read_text()[-3000:]
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)

@@ -92,12 +92,12 @@ def _run_group(command: list[str], log: Path, pause: str | None = None, signum: 
                                    start_new_session=True)
     try:
         if signum is not None:
-            deadline = time.monotonic() + 300
+            deadline = time.monotonic() + HANG_S
             while log.read_text(errors="replace").count(f"paused at {pause}") < 2:  # both ranks there
                 assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
                 time.sleep(0.05)
             os.killpg(process.pid, signum)  # torchrun, both ranks and their loader workers
-        return process.wait(timeout=300)
+        return process.wait(timeout=HANG_S)
     finally:
         if process.poll() is None:  # the test failed: take the whole group down with it
             os.killpg(process.pid, signal.SIGKILL)
