@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import torch
-from conftest import nested_tensors
+from conftest import HANG_S, nested_tensors
 
 from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 
@@ -40,7 +40,7 @@ def start_train(data: Path, out: Path, workers: int, *, resume: bool | str, paus
         return subprocess.Popen(command or train_command(data, out, workers, resume, extra), cwd=PROJECT,
                                 env=train_env(pause), stdout=subprocess.DEVNULL, stderr=handle)
 
-def wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = 180) -> None:
+def wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = HANG_S) -> None:
     """Wait until `text` appears in the process's stderr."""
     deadline = time.monotonic() + timeout
     while text not in log.read_text(errors="replace"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import nested_tensors
+from conftest import HANG_S, nested_tensors
 
 import train
 from {{ cookiecutter.package_name }}.training.distributed import weights_digest
@@ -41,7 +41,7 @@ def _env(**extra: str) -> dict[str, str]:
 def torchrun(nproc: int, *args: str, script: str = "train.py") -> subprocess.CompletedProcess:
     """`torchrun --standalone --nproc_per_node=N train.py ARGS`."""
     command = [*TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", script, *args]
-    return subprocess.run(command, cwd=PROJECT, env=_env(), capture_output=True, text=True, timeout=600)
+    return subprocess.run(command, cwd=PROJECT, env=_env(), capture_output=True, text=True, timeout=HANG_S)
 
 
 def _ddp_args(tiny_data: Path, out: Path) -> list[str]:
@@ -139,13 +139,13 @@ def test_a_rank_sigkilled_mid_epoch_is_restarted_and_the_job_ends_with_the_unint
         process = subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:2"}),
                                    stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + HANG_S
         while not (match := re.search(r"paused at step:1:2 \(rank 1, pid (\d+)\)", log.read_text())):
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.05)
         killed = time.monotonic()
         os.kill(int(match.group(1)), signal.SIGKILL)
-        assert process.wait(timeout=300) == 0, log.read_text()[-3000:]
+        assert process.wait(timeout=HANG_S) == 0, log.read_text()[-3000:]
     finally:
         if process.poll() is None:  # the test failed: take torchrun's workers down with it
             os.killpg(process.pid, signal.SIGKILL)
@@ -161,7 +161,7 @@ def test_two_agents_of_one_process_each_train_like_one_agent_with_two(ddp_run, t
     out, port = tmp_path / "run", _free_port()
     agents = [subprocess.Popen(command, cwd=PROJECT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True) for command in _two_agents(port, "train.py", *_ddp_args(tiny_data, out))]
-    outputs = [agent.communicate(timeout=300)[0] for agent in agents]
+    outputs = [agent.communicate(timeout=HANG_S)[0] for agent in agents]
     assert [agent.returncode for agent in agents] == [0, 0], "\n".join(text[-2000:] for text in outputs)
     _same_training_state(out / "last.pt", ddp_run[1] / "last.pt")
 
@@ -193,12 +193,13 @@ def test_two_agents_restart_together_after_one_nodes_worker_is_sigkilled_and_end
             agents.append(subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:2@1"}),
                                            stdout=handle, stderr=subprocess.STDOUT, start_new_session=True))
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + HANG_S
         while not (match := re.search(r"paused at step:1:2 \(rank 1, pid (\d+)\)", _texts(logs))):
             assert None in {agent.poll() for agent in agents} and time.monotonic() < deadline, _texts(logs)[-3000:]
             time.sleep(0.05)
         os.kill(int(match.group(1)), signal.SIGKILL)
-        codes = [agent.wait(timeout=300) for agent in agents]  # the old code waited here for half an hour
+        # the old code waited here until gloo's 30-minute timeout: fail sooner than that
+        codes = [agent.wait(timeout=min(HANG_S, 900)) for agent in agents]
     finally:
         for agent in agents:
             if agent.poll() is None:  # the test failed: take the agent's workers down with it
@@ -229,12 +230,12 @@ def test_sigterm_to_one_rank_stops_both_at_the_same_step_with_that_step_saved(ti
         process = subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:1@1"}),
                                    stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + HANG_S
         while not (match := re.search(r"paused at step:1:1 \(rank 1, pid (\d+)\)", log.read_text())):
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.05)
         os.kill(int(match.group(1)), signal.SIGTERM)
-        process.wait(timeout=300)
+        process.wait(timeout=HANG_S)
     finally:
         if process.poll() is None:  # the test failed: take torchrun's workers down with it
             os.killpg(process.pid, signal.SIGKILL)

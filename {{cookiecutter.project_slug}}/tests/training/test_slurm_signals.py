@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HANG_S
 
 from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 from {{ cookiecutter.package_name }}.training.stopping import StopRequest, TrainingInterrupted
@@ -55,14 +56,14 @@ def test_sigterm_to_a_worker_then_to_torchrun_saves_that_step(tiny_data, tmp_pat
         process = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=handle, stderr=subprocess.STDOUT,
                                    start_new_session=True)
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + HANG_S
         while not (match := re.search(r"paused at step:1:2 \(rank 0, pid (\d+)\)", log.read_text())):
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.05)
         os.kill(int(match.group(1)), signal.SIGTERM)  # slurmstepd's, to the worker
         time.sleep(0.05)
         os.kill(process.pid, signal.SIGTERM)  # slurmstepd's, to torchrun, which forwards one more to the worker
-        process.wait(timeout=120)
+        process.wait(timeout=HANG_S)
     finally:
         if process.poll() is None:  # the test failed: take torchrun's workers down with it
             os.killpg(process.pid, signal.SIGKILL)
