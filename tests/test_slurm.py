@@ -200,7 +200,8 @@ class Reference:
 
     def __init__(self, project: Path, data: Path, out: Path):
         self.command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-                        "train.py", "--parallel", "ddp", "--data", str(data), *TRAIN_ARGS.split(), "--workers", "0", "--out", str(out),
+                        "train.py", "--parallel", "ddp", "--data", str(data), *TRAIN_ARGS.split(), "--workers", "0",
+                        "--out", str(out),
                         "--resume", "auto", "--save-every-minutes", "20"]
         self.project, self.out, self.process = project, out, None
 

@@ -60,6 +60,8 @@ def _process_groups(roots: list[int]) -> set[int]:
     """The process group of every process in the trees under `roots` (agents, workers, loader workers)."""
     parents, groups = {}, {}
     for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():  # self, thread-self, sys, ...
+            continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
@@ -119,8 +121,11 @@ class World:
 
     def close(self) -> None:
         """Kill whatever a failed case left running, then remove the namespaces."""
-        _signal_groups(_process_groups([agent.pid for agent in self.agents if agent.poll() is None]), signal.SIGKILL)
-        subprocess.run([str(NETNS), "down", str(self.netns)], timeout=60)
+        try:
+            _signal_groups(_process_groups([agent.pid for agent in self.agents if agent.poll() is None]),
+                           signal.SIGKILL)
+        finally:
+            subprocess.run([str(NETNS), "down", str(self.netns)], timeout=60)
 
 
 def _texts(logs: list[Path]) -> str:
@@ -245,7 +250,8 @@ def test_on_node_local_disks_a_restarted_rank_gets_the_checkpoint_from_rank_0(wo
     out.mkdir(parents=True)
     local_disk.mkdir()
     agents, logs = world.launch(out, "local", "--resume", "auto", "--save-every-minutes", "1e-6", max_restarts=2,
-                                env={PAUSE_ENV_VAR: f"{PAUSE_AT}@1"}, node_env={1: {"NODE_BIND_1": f"{local_disk}:{out}"}})
+                                env={PAUSE_ENV_VAR: f"{PAUSE_AT}@1"},
+                                node_env={1: {"NODE_BIND_1": f"{local_disk}:{out}"}})
     os.kill(_paused_pid(agents, logs), signal.SIGKILL)
     killed = time.monotonic()
     codes = _wait(agents, logs)
@@ -260,7 +266,8 @@ def test_on_node_local_disks_a_restarted_rank_gets_the_checkpoint_from_rank_0(wo
 def test_a_node_named_on_loopback_gets_one_line_naming_the_interface_variables(world):
     """Node 1's hosts file maps node1 to 127.0.1.1 (Debian's line): node 1 prints the GLOO_SOCKET_IFNAME fix."""
     started = time.monotonic()
-    agents, logs = world.launch(world.workdir / "loopback", "loopback", node_env={1: {"HOSTS_LINE_1": "127.0.1.1 node1"}})
+    agents, logs = world.launch(world.workdir / "loopback", "loopback",
+                                node_env={1: {"HOSTS_LINE_1": "127.0.1.1 node1"}})
     deadline = time.monotonic() + LAUNCH_TIMEOUT_S
     try:
         while "GLOO_SOCKET_IFNAME" not in logs[1].read_text(errors="replace"):
