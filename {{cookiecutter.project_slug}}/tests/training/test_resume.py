@@ -179,3 +179,27 @@ def test_fine_tuning_controls_resume_exactly_after_a_kill(tiny_data, tmp_path):
     assert reference["ema"]["n_averaged"] == 2 * EPOCHS  # 3 batches of 8, two per step: 2 steps an epoch
     assert_same_run(resumed, reference)
     assert any(key.startswith("/ema/model/") for key, _ in nested_tensors(resumed))
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_to_the_process_group_with_loader_workers_saves_the_step_and_resumes_exactly(
+        tiny_data, tmp_path, reference, signum, code):
+    """SIGTERM (a scheduler, systemd, timeout) or SIGHUP (a closed terminal) sent to every process of the group,
+    persistent loader workers included, mid-epoch 2: the workers live on, the run saves epoch 2 step 1 and exits
+    143 / 129, and resuming with workers ends where an uninterrupted run ends."""
+    out, log = tmp_path / "run", tmp_path / "group.log"
+    process = start_train(tiny_data, out, 1, resume=False, pause="step:2:1", log=log, group=True)
+    try:
+        wait_for(process, log, "paused at step:2:1")
+        os.killpg(process.pid, signum)
+        assert process.wait(timeout=HANG_S) == code, log.read_text()[-3000:]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert f"stopped by {signal.Signals(signum).name} at epoch 2 step 1" in text, text[-3000:]
+    assert "Traceback" not in text and "killed by signal" not in text
+    state = load_cpu(out / "last.pt")
+    assert (state["epoch"], state["step"]) == (2, 1)
+    _train(tiny_data, out, 1, resume=True)
+    assert_same_run(load_cpu(out / "last.pt"), reference)
