@@ -102,6 +102,8 @@ def prepare_out(run: Run, out: Path, device: torch.device, plan: run_folder.Plan
                                              "image_size": run.image_size, "class_names": run.class_names,
                                              "preprocessing": run.preprocessing.to_dict(),
                                              "environment": outputs.run_environment()})  # to rerun it
+    if plan.resume and run.rows:  # as the checkpoint holds them: a save stopped before metrics.csv left it behind
+        outputs.write_metrics(out / "metrics.csv", run.rows)
     if not plan.resume:  # epoch 0: even a run killed in its first epoch can be resumed
         run_state.save(out / "last.pt", run.state(0))
 
@@ -118,6 +120,7 @@ def settle_for_run(settled: settings.Settled, device: torch.device) -> tuple[con
     notes = [*resume_notes, *notes]
     distributed.start_distributed(parallel_mode, device)  # stopped in main()'s finally
     plan = plan_out(settled.cfg)
+    run_folder.check_outside_data(plan.out, settled.cfg.data)
     pretrained, weights_note = resolve_weights(settled, resuming=plan.resume is not None)
     # --resume auto becomes the checkpoint it found (or None): what the rest of the run continues from
     cfg = dataclasses.replace(settled.cfg, parallel=parallel_mode, precision=precision_name, out=str(plan.out),

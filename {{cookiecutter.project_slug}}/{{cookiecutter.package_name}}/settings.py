@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
+from pathlib import Path
 
 from . import backbones, config
 from .config_file import read_config_file
@@ -25,6 +27,7 @@ from .training.tracking import LOGGERS
 CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": LOGGERS,
            "augment": tuple(AUGMENTATIONS)}
 MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
+SEED_RANGE = (-2**63, 2**64 - 1)  # torch.manual_seed's: a 64-bit integer, signed or not
 MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch would fail on file handles instead
 
 # --resume continues a run: its settings come from the checkpoint. These may differ in the resumed
@@ -159,8 +162,18 @@ def check(cfg: config.TrainConfig) -> None:
     for name in ("epochs", "batch_size"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
-    if cfg.threads < 1:
-        raise ConfigError(f"--threads must be at least 1, got {cfg.threads}")
+    if not 1 <= cfg.threads <= usable_cores():
+        # more threads than cores only contend; thousands exhaust the host's threads and crash OpenMP
+        raise ConfigError(f"--threads must be between 1 and {usable_cores()} (the cores this process may use), "
+                          f"got {cfg.threads}")
+    if not SEED_RANGE[0] <= cfg.seed <= SEED_RANGE[1]:
+        raise ConfigError(f"--seed must be between {SEED_RANGE[0]} and {SEED_RANGE[1]} (what torch.manual_seed "
+                          f"takes), got {cfg.seed}")
+    for name in ("data", "out", "resume", "init_from"):  # '' would mean the current folder: a typo, not a plan
+        if getattr(cfg, name) is not None and not str(getattr(cfg, name)).strip():
+            raise ConfigError(f"--{name.replace('_', '-')} is empty; name a path, or leave the flag out")
+    if cfg.data is not None and Path(cfg.data).exists() and not Path(cfg.data).is_dir():
+        raise ConfigError(f"--data {cfg.data} is a file; it must be a folder of class folders (or of train/ and val/)")
     if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
         raise ConfigError("--workers must be >= 0 and --image-size >= 16")
     if cfg.workers > MAX_WORKERS:
@@ -175,6 +188,11 @@ def check(cfg: config.TrainConfig) -> None:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
     for problem in recipe.check_config(cfg):
         raise ConfigError(problem)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and job schedulers narrow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _check_numbers(cfg: config.TrainConfig) -> None:
