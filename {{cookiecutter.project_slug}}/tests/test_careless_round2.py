@@ -202,3 +202,32 @@ def test_an_fp16_default_on_a_cpu_falls_back_to_fp32_with_a_note():
     assert name == "fp32" and "fp16 is emulated" in note
     name, note = precision.resolve_precision("fp16", "fp32", cpu)  # asked for: honoured, with the cost
     assert name == "fp16" and "slower than fp32" in note
+
+
+# Red team, round 2: careless inputs beyond the issue's list that did harm before.
+
+def test_an_out_inside_the_data_is_exit_2_and_makes_no_class(tiny_data, tmp_path, capsys):
+    """--out inside a folder of class folders would become a class (its PNGs the images) on the next run."""
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data / "train", data)
+    before = sorted(p.name for p in data.iterdir())
+    assert train.main(["--data", str(data), "--out", str(data / "myrun"), *BASE, "--val-split", "0.3"]) == 2
+    assert "inside --data" in one_error_line(capsys)
+    assert sorted(p.name for p in data.iterdir()) == before
+
+
+@pytest.mark.parametrize("flag", ["--out", "--data", "--resume", "--init-from"])
+def test_an_empty_path_is_exit_2_not_the_current_folder(flag, tiny_data, tmp_path, capsys, monkeypatch):
+    """--out '' was the current folder: last.pt, config.json and .lock written into the project."""
+    monkeypatch.chdir(tmp_path)
+    flags = {"--data": str(tiny_data), "--out": str(tmp_path / "run"), flag: ""}
+    assert train.main([arg for pair in flags.items() for arg in pair] + BASE) == 2
+    assert f"{flag} is empty" in one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_huge_mistakes_count_is_exit_2(trained, tiny_data, tmp_path, capsys):
+    """Every mistake is an image held on the device and a panel of one figure: bounded."""
+    assert evaluate.main([str(trained / "last.pt"), "--data", str(tiny_data), "--device", "cpu",
+                          "--mistakes-count", "1000000000", "--out", str(tmp_path / "c.png")]) == 2
+    assert "--mistakes-count" in one_error_line(capsys) and not (tmp_path / "c.png").exists()

@@ -277,7 +277,9 @@ class _RecordingWriter:
 def _first_line(error: BaseException) -> str:
     """The first line of an error's message, or its type when the message is empty."""
     lines = _ESCAPES.sub("", str(error)).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+    line = lines[0] if lines else type(error).__name__
+    # torch's zip reader appends sentences of advice ("This is an internal miniz error. If you ..."): the first says it
+    return re.split(r"(?<=[a-z])\. (?=[A-Z])", line)[0] if len(line) > 150 else line
 
 
 def _check_integrity(path: Path) -> None:
