@@ -122,9 +122,10 @@ def test_a_seed_beyond_64_bits_is_exit_2(seed, tiny_data, tmp_path, capsys):
 
 
 def test_data_naming_a_file_is_exit_2(tiny_data, tmp_path, capsys):
+    """An image (not a labels .csv) as --data: one line, exit 2 (was NotADirectoryError, exit 1)."""
     image, out = next(tiny_data.rglob("*.png")), tmp_path / "run"
     assert train.main(["--data", str(image), "--out", str(out), *BASE]) == 2
-    assert "is a file" in one_error_line(capsys) and not out.exists()
+    assert "not a folder" in one_error_line(capsys) and not out.exists()
 
 
 @pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, json.dumps({"epochs": 1, "lr": [[[[[[[[[1]]]]]]]]]})],

@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import math
 import os
-from pathlib import Path
 
 from . import backbones, config
 from .config_file import read_config_file
@@ -57,10 +56,14 @@ def _default(name: str) -> str:
 
 def _data_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
-    g.add_argument("--data", help="ImageFolder root with train/ and val/, or class folders split by --val-split "
-                                  "(default: built-in demo data)")
+    g.add_argument("--data", help="a folder with train/ and val/ of class folders; a folder of class folders "
+                                  "split by --val-split; a labels .csv (path,label[,split]) or a folder holding "
+                                  "labels.csv; or module:function returning your own dataset (default: built-in "
+                                  "demo data)")
     g.add_argument("--val-split", type=float, metavar="F", help="--data of class folders without train/ and val/: "
                    "the fraction of each class that validates (stratified, seeded by --seed)" + _default("val_split"))
+    g.add_argument("--resplit", action="store_true", help="with --resume: divide data that changed since the run "
+                   "recorded its --val-split anew (validation may then hold images it trained on)")
     g.add_argument("--image-size", type=int, help=f"default: {DEMO_IMAGE_SIZE} for the demo data; the weights' crop "
                                                   "when pretrained; else the data's typical image size")
     g.add_argument("--augment", choices=CHOICES["augment"], help="training augmentation: none; light (small "
@@ -172,8 +175,6 @@ def check(cfg: config.TrainConfig) -> None:
     for name in ("data", "out", "resume", "init_from"):  # '' would mean the current folder: a typo, not a plan
         if getattr(cfg, name) is not None and not str(getattr(cfg, name)).strip():
             raise ConfigError(f"--{name.replace('_', '-')} is empty; name a path, or leave the flag out")
-    if cfg.data is not None and Path(cfg.data).exists() and not Path(cfg.data).is_dir():
-        raise ConfigError(f"--data {cfg.data} is a file; it must be a folder of class folders (or of train/ and val/)")
     if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
         raise ConfigError("--workers must be >= 0 and --image-size >= 16")
     if cfg.workers > MAX_WORKERS:
@@ -225,7 +226,7 @@ def resumed(settled: Settled, saved: dict, source: str,
     for name in sorted(settled.explicit & fields):
         typed = getattr(settled.cfg, name)
         was = trained_image_size if name == "image_size" and own.get(name) is None else own.get(name, typed)
-        if typed == was or name in ("out", "resume", "overwrite"):
+        if typed == was or name in ("out", "resume", "overwrite", "resplit"):
             continue
         flag = f"--{name.replace('_', '-')}"
         if name not in MAY_CHANGE_ON_RESUME:
@@ -233,7 +234,7 @@ def resumed(settled: Settled, saved: dict, source: str,
                               f"out to resume, or start a new run from its weights with --init-from {source}")
         notes.append(f"resume: {flag} {typed} (the run had {was})")
     # How and where this process runs is its own: the device spec, the run folder and what to continue from.
-    keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite")}
+    keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite", "resplit")}
     chosen = {**own, **{name: getattr(settled.cfg, name) for name in settled.explicit & fields}, **keep}
     cfg = dataclasses.replace(settled.cfg, **chosen)
     check(cfg)
