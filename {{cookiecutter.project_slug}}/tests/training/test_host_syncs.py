@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
@@ -54,7 +55,7 @@ def _epoch_of(tiny_data, device: torch.device, batch_size: int, reads: _Reads | 
     torch.manual_seed(0)
     train_set, val_set = load_splits(tiny_data, image_size=32)
     model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=device)
-    cfg = types.SimpleNamespace(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01)
+    cfg = TrainConfig(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01)  # the real config
     optimizer, ema = recipe.make_optimizer(model, cfg), recipe.make_ema(model, 0.9)
     loss_fn = WeightedCrossEntropy(torch.ones(4)).to(device)
     hw = Hardware.create(device)
@@ -129,7 +130,7 @@ def test_the_confusion_matrix_is_counted_on_the_meta_device():
 
 def test_adamw_is_fused_where_the_device_has_the_kernel():
     """Fused AdamW on the CPU (and CUDA): one kernel, its step counts never read back; plain AdamW on meta."""
-    cfg = types.SimpleNamespace(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01)
+    cfg = TrainConfig(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01)
     for device, fused in ((CPU, True), (META, None)):
         model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=device)
         assert recipe.make_optimizer(model, cfg).defaults["fused"] is fused, device
