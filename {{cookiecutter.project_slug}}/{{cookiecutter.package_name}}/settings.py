@@ -23,7 +23,7 @@ from .errors import ConfigError
 from .training import recipe
 from .training.tracking import LOGGERS
 
-CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": LOGGERS,
+CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": tuple(LOGGERS),
            "augment": tuple(AUGMENTATIONS)}
 MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
 SEED_RANGE = (-2**63, 2**64 - 1)  # torch.manual_seed's: a 64-bit integer, signed or not
@@ -80,7 +80,9 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
 
 def _model_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--backbone", help="any torchvision classification model name" + _default("backbone"))
+    g.add_argument("--backbone", help="a torchvision classification model name, or your own nn.Module as "
+                   "package.module:ClassOrFactory (importable, e.g. on PYTHONPATH; see backbones.py)"
+                   + _default("backbone"))
     g.add_argument("--pretrained", action=argparse.BooleanOptionalAction,
                    help="start from ImageNet weights (needs a download or a cached file)" + _default("pretrained"))
     g.add_argument("--init-from", metavar="CKPT",
@@ -130,7 +132,9 @@ def _run_folder_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE",
                    help="a run's config.json: replay its settings (flags given beside it win; --out is not taken)")
     g.add_argument("--logger", choices=CHOICES["logger"],
-                   help="tensorboard: event files in --out (needs pip install -e '.[tensorboard]')"
+                   help="where each epoch's metrics.csv row also goes: csv (metrics.csv only; none: the same), "
+                        "tensorboard (event files in --out), mlflow, wandb (each needs pip install -e '.[NAME]'; "
+                        "training/tracking.py: where they store)"
                         + _default("logger"))
 
 
