@@ -101,6 +101,7 @@ def prepare_out(run: Run, out: Path, device: torch.device, plan: run_folder.Plan
                                              "device_identity": devkit.device_identity(device),  # which card
                                              "image_size": run.image_size, "class_names": run.class_names,
                                              "preprocessing": run.preprocessing.to_dict(),
+                                             "machine": run.machine(),  # workers, decode, tf32, channels_last
                                              "environment": outputs.run_environment()})  # to rerun it
     if not plan.resume:  # epoch 0: even a run killed in its first epoch can be resumed
         run_state.save(out / "last.pt", run.state(0))
@@ -133,6 +134,8 @@ def report_start(run: Run, device: torch.device, notes: list[str], verbose: bool
     for note in filter(None, [devkit.index_order_warning(), *notes]):  # cuda:N may not be nvidia-smi's GPU N
         distributed.print_main(note)
     distributed.print_main(f"image size: {run.image_size} px, {run.preprocessing.reason}")
+    for note in run.machine_notes():
+        distributed.print_main(note)
     if cfg.init_from:
         fresh = f"; a fresh {', '.join(run.fresh)}" if run.fresh else ""
         distributed.print_main(f"init: weights from {cfg.init_from}{fresh}")
