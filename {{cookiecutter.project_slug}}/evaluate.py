@@ -33,7 +33,8 @@ def get_args_parser() -> argparse.ArgumentParser:
                                                 "on, as its config records it; the demo data for a demo run)")
     p.add_argument("--split", default="val", help="sub-folder of --data to measure (default: val)")
     p.add_argument("--batch-size", type=int, default=None, help="default: the training run's batch size")
-    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument("--workers", type=int, default=config.default_workers(),
+                   help="DataLoader worker processes (default: the cores this process may use, less one; here %(default)s)")
     p.add_argument("--device", default=None, help=f"default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE}")
     p.add_argument("--out", default=None,
                    help="confusion-matrix PNG (default: confusion_<split>.png beside the checkpoint)")
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     prep = run_state.preprocessing(state)
     # uint8 batches normalised on the device, as training's validation had them: the same numbers, a
     # quarter of the bytes to copy
-    hw = Hardware.create(device, precision_name, bool(trained.get("channels_last")), mean=prep.mean, std=prep.std)
+    hw = Hardware.create(device, precision_name, trained.get("channels_last"), mean=prep.mean, std=prep.std)
     model = model.to(memory_format=hw.memory_format)
     dataset = data.image_folder(data_root(args.data, trained), args.split, prep, train=False,
                                 val_split=run_state.val_split(state), seed=trained.get("seed", 0))

@@ -83,6 +83,17 @@ def test_workers_flag_still_wins_over_the_default(monkeypatch):
     assert settings.settle([]).cfg.workers == 31
 
 
+def test_evaluate_and_predict_default_to_the_same_workers_as_training(monkeypatch):
+    """Evaluation and prediction decode in workers too: the cores this process may use, less one."""
+    import evaluate
+    import predict
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(12)), raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert evaluate.get_args_parser().parse_args(["ckpt.pt"]).workers == 11
+    assert predict.get_args_parser().parse_args(["ckpt.pt", "x.png"]).workers == 11
+
+
 def test_loaders_with_workers_keep_them_and_prefetch_ahead(tiny_data):
     """Workers persist across epochs and each keeps two batches ready (more only costs pinned memory and /dev/shm)."""
     from {{ cookiecutter.package_name }}.data.folders import load_splits

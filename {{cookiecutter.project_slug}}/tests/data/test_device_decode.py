@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from run_helpers import assert_same_run, load_cpu, start_train, train_command, wait_for
+
+import train
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.device_decode import (EncodedBatch, choose_decode, mostly_jpeg,
@@ -160,3 +163,20 @@ def test_a_cut_off_file_that_is_no_jpeg_is_decoded_as_before(tmp_path):
     Image.new("RGB", (5, 4)).save(buffer, format="PNG")
     fake.write_bytes(buffer.getvalue())
     assert isinstance(read_encoded(str(fake)), Image.Image)
+
+
+def test_a_run_decoded_on_the_device_resumes_exactly_after_a_kill(jpeg_data, tmp_path):
+    """--decode device, random crops and flips: SIGKILLed mid-epoch (a loader worker running), then resumed, the
+    run ends with the weights of an uninterrupted one (decoded on the device in the main process)."""
+    extra = ("--decode", "device", "--augment", "standard", "--save-every-minutes", "1e-6")
+    assert train.main(train_command(jpeg_data, tmp_path / "reference", 0, False, extra)[2:]) == 0
+    out, log = tmp_path / "killed", tmp_path / "killed.log"
+    process = start_train(jpeg_data, out, 1, resume=False, pause="step:2:1", log=log, extra=extra)
+    try:
+        wait_for(process, log, "paused at step:2:1")
+    finally:
+        process.kill()
+        process.wait()
+    assert load_cpu(out / "last.pt")["step"] == 1
+    assert train.main(train_command(jpeg_data, out, 1, "auto", extra)[2:]) == 0
+    assert_same_run(load_cpu(out / "last.pt"), load_cpu(tmp_path / "reference" / "last.pt"))
