@@ -171,12 +171,13 @@ def test_a_run_decoded_on_the_device_resumes_exactly_after_a_kill(jpeg_data, tmp
     extra = ("--decode", "device", "--augment", "standard", "--save-every-minutes", "1e-6")
     assert train.main(train_command(jpeg_data, tmp_path / "reference", 0, False, extra)[2:]) == 0
     out, log = tmp_path / "killed", tmp_path / "killed.log"
-    process = start_train(jpeg_data, out, 1, resume=False, pause="step:2:1", log=log, extra=extra)
+    process = start_train(jpeg_data, out, 1, resume=False, pause="step:2:2", log=log, extra=extra)
     try:
-        wait_for(process, log, "paused at step:2:1")
+        wait_for(process, log, "paused at step:2:2")
     finally:
         process.kill()
         process.wait()
-    assert load_cpu(out / "last.pt")["step"] == 1
+    held = load_cpu(out / "last.pt")
+    assert (held["epoch"], held["step"]) == (2, 1)  # mid-epoch: the rest of epoch 2 is re-derived
     assert train.main(train_command(jpeg_data, out, 1, "auto", extra)[2:]) == 0
     assert_same_run(load_cpu(out / "last.pt"), load_cpu(tmp_path / "reference" / "last.pt"))
