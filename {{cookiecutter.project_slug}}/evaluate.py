@@ -34,7 +34,8 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="val", help="sub-folder of --data to measure (default: val)")
     p.add_argument("--batch-size", type=int, default=None, help="default: the training run's batch size")
     p.add_argument("--workers", type=int, default=config.default_workers(),
-                   help="DataLoader worker processes (default: the cores this process may use, less one; here %(default)s)")
+                   help="DataLoader worker processes (default: the cores this process may use, less one: "
+                        "%(default)s here)")
     p.add_argument("--device", default=None, help=f"default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE}")
     p.add_argument("--out", default=None,
                    help="confusion-matrix PNG (default: confusion_<split>.png beside the checkpoint)")

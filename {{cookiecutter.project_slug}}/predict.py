@@ -46,7 +46,8 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--topk", type=int, default=1, metavar="K", help="show the K most likely labels per image")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=config.default_workers(),
-                   help="DataLoader worker processes (default: the cores this process may use, less one; here %(default)s)")
+                   help="DataLoader worker processes (default: the cores this process may use, less one: "
+                        "%(default)s here)")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
     return p

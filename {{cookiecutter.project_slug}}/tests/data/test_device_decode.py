@@ -16,10 +16,8 @@ from PIL import Image
 from run_helpers import assert_same_run, load_cpu, start_train, train_command, wait_for
 
 import train
-
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data.device_decode import (EncodedBatch, choose_decode, mostly_jpeg,
-                                                                read_encoded)
+from {{ cookiecutter.package_name }}.data.device_decode import EncodedBatch, choose_decode, mostly_jpeg, read_encoded
 from {{ cookiecutter.package_name }}.data.folders import DataError
 from {{ cookiecutter.package_name }}.data.pipeline import build_loaders
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
@@ -127,11 +125,11 @@ def test_a_truncated_jpeg_is_skipped_and_reported_as_on_the_cpu_path(tmp_path):
     reported = {}
     for decode in ("cpu", "device"):
         cfg = TrainConfig(data=str(tmp_path), image_size=24, batch_size=5, workers=0, pretrained=False, decode=decode)
-        heard = []
-        loaders = build_loaders(cfg, CPU, on_unreadable=lambda split, path, reason: heard.append(path))
+        reported[decode] = []
+        loaders = build_loaders(cfg, CPU, on_unreadable=lambda split, path, reason, seen=reported[decode]:
+                                seen.append(path))
         loaders.train_loader.sampler.set_epoch(1)
         batches = [images for images, _ in loaders.train_loader]
-        reported[decode] = heard
         assert sum(len(images) for images in batches) == 14
     assert reported["cpu"] == reported["device"] == [str(broken)]
 

@@ -15,7 +15,6 @@ import warnings
 import pytest
 import torch
 import torch.distributed as dist
-
 from PIL import Image
 
 from {{ cookiecutter.package_name }}.data.device_decode import CollateEncoded, use_device_decode
