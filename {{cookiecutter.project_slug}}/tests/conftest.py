@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from unittest import mock
 
 import pytest
@@ -13,6 +14,10 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_dataset
 from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.model import build_model
+
+# How long a test waits on a child process before calling it hung. A hang guard, never a speed limit: generous, so
+# a loaded machine makes the suite slower but not red (timings belong in benchmarks/). TEST_HANG_S changes it.
+HANG_S = float(os.environ.get("TEST_HANG_S", "1800"))
 
 
 def _device_params() -> list:

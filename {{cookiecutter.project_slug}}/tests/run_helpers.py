@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import torch
-from conftest import nested_tensors
+from conftest import HANG_S, nested_tensors
 
 from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 
@@ -34,13 +34,18 @@ def train_env(pause: str | None = None) -> dict[str, str]:
     return env
 
 def start_train(data: Path, out: Path, workers: int, *, resume: bool | str, pause: str | None, log: Path,
-                extra: tuple[str, ...] = (), command: list[str] | None = None) -> subprocess.Popen:
-    """Start train.py (or `command`) in the background, its stderr going to `log`."""
+                extra: tuple[str, ...] = (), command: list[str] | None = None, group: bool = False) -> subprocess.Popen:
+    """Start train.py (or `command`) in the background, its stderr going to `log`.
+
+    `group`: in a process group of its own (its pid is the group's id), for signals sent to the whole group
+    as SLURM, systemd, GNU timeout and a closed terminal send them.
+    """
     with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(command or train_command(data, out, workers, resume, extra), cwd=PROJECT,
-                                env=train_env(pause), stdout=subprocess.DEVNULL, stderr=handle)
+                                env=train_env(pause), stdout=subprocess.DEVNULL, stderr=handle,
+                                start_new_session=group)
 
-def wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = 180) -> None:
+def wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = HANG_S) -> None:
     """Wait until `text` appears in the process's stderr."""
     deadline = time.monotonic() + timeout
     while text not in log.read_text(errors="replace"):

@@ -21,19 +21,28 @@ META = torch.device("meta")
 
 
 def _family(name: str) -> str:
-    """The torchvision module a model comes from: resnet, vision_transformer, regnet, ..."""
-    return models.get_model_builder(name).__module__.rsplit(".", 1)[-1]
+    """The module a model comes from: resnet, vision_transformer, regnet, ... (a backbone the project registers
+    itself is a family of its own, so adding one never breaks collecting this file)."""
+    try:
+        return models.get_model_builder(name).__module__.rsplit(".", 1)[-1]
+    except ValueError:
+        return name
+
+
+def _cost(name: str) -> float:
+    """GFLOPs at the model's own size where torchvision publishes them; 0 for a backbone without published weights."""
+    try:
+        return models.get_model_weights(name).DEFAULT.meta["_ops"]
+    except (ValueError, KeyError, AttributeError):
+        return 0.0
 
 
 def _cheapest_of_each_family() -> set[str]:
     """The member of each family with the fewest GFLOPs at its own size: the cheap ones to run for real."""
-    def cost(name: str) -> float:
-        return models.get_model_weights(name).DEFAULT.meta["_ops"]
-
     cheapest: dict[str, str] = {}
     for name in backbone_names():
         family = _family(name)
-        if family not in cheapest or cost(name) < cost(cheapest[family]):
+        if family not in cheapest or _cost(name) < _cost(cheapest[family]):
             cheapest[family] = name
     return set(cheapest.values())
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HANG_S
 
 PROJECT = Path(__file__).resolve().parent.parent
 TINY = ["--device", "cpu", "--batch-size", "4", "--image-size", "32", "--batches", "2",
@@ -17,7 +18,7 @@ TINY = ["--device", "cpu", "--batch-size", "4", "--image-size", "32", "--batches
 def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
     """Run benchmarks/<name> as a user would, from outside the project folder."""
     return subprocess.run([sys.executable, str(PROJECT / "benchmarks" / name), *args],
-                          capture_output=True, text=True, timeout=300, cwd=PROJECT.parent)
+                          capture_output=True, text=True, timeout=HANG_S, cwd=PROJECT.parent)
 
 
 @pytest.mark.slow  # a subprocess: importing torch costs seconds

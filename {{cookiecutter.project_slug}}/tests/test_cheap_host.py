@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HANG_S
 
 from {{ cookiecutter.package_name }} import config, settings
 from {{ cookiecutter.package_name }}.data.loaders import PREFETCH_BATCHES, build_loader
@@ -24,7 +25,7 @@ CPU = torch.device("cpu")
 def test_importing_train_py_does_not_load_matplotlib():
     """Plots are drawn at an epoch's end: matplotlib is imported there, not when train.py starts."""
     code = "import sys, train; print(sorted(m for m in ('matplotlib', 'pandas') if m in sys.modules))"
-    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, timeout=HANG_S)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr[-2000:]
 
 

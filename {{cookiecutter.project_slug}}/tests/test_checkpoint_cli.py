@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HANG_S
 
 import predict
 import train
@@ -43,7 +44,7 @@ def test_a_payload_checkpoint_is_refused_by_the_cli_and_never_runs(script, evil_
     image = next((tiny_data / "val" / "circle").glob("*.png"))
     extra = [str(image)] if script == "predict.py" else ["--data", str(tiny_data)]
     result = subprocess.run([sys.executable, script, str(path), *extra, "--device", "cpu"],
-                            cwd=PROJECT, capture_output=True, text=True, timeout=300)
+                            cwd=PROJECT, capture_output=True, text=True, timeout=HANG_S)
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0
     assert len(lines) == 1 and "not a safe checkpoint" in lines[0] and "Traceback" not in result.stderr

@@ -17,6 +17,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import HANG_S
 
 PROJECT = Path(__file__).resolve().parent.parent
 SCRIPT = PROJECT / "benchmarks" / "gpu_check.sh"
@@ -37,7 +38,7 @@ def gpu_check(tmp_path: Path, *args: str, python: str, **env: str) -> subprocess
                    "GPU_CHECK_WORK": str(tmp_path / "work"), "GPU_CHECK_BUDGET_S": "1500", **env}
     environment.pop("GPU_CHECK_DRY_RUN", None)
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=tmp_path, env=environment, capture_output=True,
-                          text=True, timeout=900)
+                          text=True, timeout=HANG_S)
 
 
 def results(tmp_path: Path) -> dict[str, dict[str, str]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HANG_S
 
 import train
 from {{ cookiecutter.package_name }}.outputs import METRICS_COLUMNS
@@ -106,7 +107,7 @@ def test_bad_data_folder_exits_2_and_writes_nothing(tmp_path, capsys):
 def test_cli_process_prints_no_traceback_on_bad_device(tmp_path):
     """Run as a real process, a bad device is exit 2 and a single stderr line."""
     result = subprocess.run([sys.executable, "train.py", "--device", "cuda:7", "--out", str(tmp_path / "r")],
-                            cwd=PROJECT, capture_output=True, text=True, timeout=120)
+                            cwd=PROJECT, capture_output=True, text=True, timeout=HANG_S)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "cuda:7" in result.stderr
 

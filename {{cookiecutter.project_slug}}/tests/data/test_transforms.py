@@ -18,13 +18,24 @@ def _mirror_pair() -> tuple[torch.Tensor, torch.Tensor]:
     return image, image.flip(-1)
 
 
-def test_the_recipes_are_none_light_and_standard_and_flags_offer_exactly_these():
-    """--augment takes the recipe names (default: none); anything else is refused before a run starts."""
-    assert set(AUGMENTATIONS) == {"none", "light", "standard"} and Preprocessing(32).augment == "none"
+def test_flags_offer_every_registered_recipe_and_refuse_anything_else():
+    """--augment takes each name in AUGMENTATIONS (default: none); an unknown name is refused before a run starts."""
+    assert "none" in AUGMENTATIONS and Preprocessing(32).augment == "none"
     assert settings.settle([]).cfg.augment == "none"
-    assert settings.settle(["--augment", "none"]).cfg.augment == "none"
+    for recipe in AUGMENTATIONS:
+        assert settings.settle(["--augment", recipe]).cfg.augment == recipe
     with pytest.raises(SystemExit):
-        settings.settle(["--augment", "heavy"])
+        settings.settle(["--augment", "no-such-recipe"])
+
+
+@pytest.mark.parametrize("recipe", list(AUGMENTATIONS))
+def test_every_recipe_gives_training_images_shaped_as_evaluation_sees_them(recipe):
+    """Whatever a recipe does to an image, the model gets (3, size, size) floats in training as in evaluation."""
+    prep = Preprocessing(32, augment=recipe)
+    image = torch.randint(0, 256, (3, 40, 48), dtype=torch.uint8)
+    trained, evaluated = build_transforms(prep, train=True)(image), build_transforms(prep, train=False)(image)
+    assert trained.shape == evaluated.shape == (3, 32, 32) and trained.dtype == evaluated.dtype == torch.float32
+    assert build_transforms(prep, train=True, normalize=False)(image).dtype == torch.uint8
 
 
 def test_none_trains_on_exactly_what_evaluation_sees():
@@ -53,16 +64,17 @@ def test_a_checkpoint_from_before_the_choice_reads_back_as_the_recipe_it_trained
 
 
 @pytest.mark.slow
-def test_a_run_records_its_recipe_and_a_resumed_run_keeps_it(tiny_data, tmp_path):
-    """--augment light lands in config.json and last.pt; resuming without the flag trains on with `light`."""
+@pytest.mark.parametrize("recipe", list(AUGMENTATIONS))
+def test_every_recipe_trains_is_recorded_and_a_resumed_run_keeps_it(recipe, tiny_data, tmp_path):
+    """--augment RECIPE (each registered one) trains and lands in config.json and last.pt; resuming without
+    the flag trains on with the same recipe."""
     out = tmp_path / "run"
     common = ["--data", str(tiny_data), "--device", "cpu", "--batch-size", "6", "--image-size", "32",
               "--no-pretrained", "--precision", "fp32", "--parallel", "none"]
-    assert train_one_thread([*common, "--epochs", "1", "--augment", "light", "--out", str(out)]) == 0
+    assert train_one_thread([*common, "--epochs", "1", "--augment", recipe, "--out", str(out)]) == 0
     recorded = json.loads((out / "config.json").read_text())
-    assert recorded["augment"] == "light" and recorded["preprocessing"]["augment"] == "light"
-    assert run_state.preprocessing(run_state.read(out / "last.pt")).augment == "light"
+    assert recorded["augment"] == recipe and recorded["preprocessing"]["augment"] == recipe
+    assert run_state.preprocessing(run_state.read(out / "last.pt")).augment == recipe
     assert train_one_thread([*common, "--epochs", "2", "--resume", str(out)]) == 0
-    assert run_state.preprocessing(run_state.read(out / "last.pt")).augment == "light"
-    assert json.loads((out / "config.json").read_text())["augment"] == "light"
-
+    assert run_state.preprocessing(run_state.read(out / "last.pt")).augment == recipe
+    assert json.loads((out / "config.json").read_text())["augment"] == recipe

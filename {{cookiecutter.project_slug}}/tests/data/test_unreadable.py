@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import train_one_thread
+from conftest import HANG_S, train_one_thread
 from run_helpers import assert_same_run, load_cpu, start_train, wait_for
 
 import train
@@ -81,7 +81,7 @@ def test_check_reports_unreadable_files_empty_classes_balance_and_sizes(bad_data
 def test_check_of_clean_data_exits_0_through_python_dash_m(tiny_data):
     """`python -m PACKAGE.data check DATA` on readable data: exit 0 and says nothing would stop a run."""
     result = subprocess.run([sys.executable, "-m", "{{ cookiecutter.package_name }}.data", "check", str(tiny_data),
-                             "--workers", "2"], cwd=PROJECT, capture_output=True, text=True, timeout=120)
+                             "--workers", "2"], cwd=PROJECT, capture_output=True, text=True, timeout=HANG_S)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "nothing here would stop a run" in result.stdout
     assert "val: 12 images, 4 classes, 0 unreadable" in result.stdout
@@ -109,7 +109,7 @@ def test_training_skips_an_unreadable_image_warns_once_counts_it_and_resumes_exa
     process = start_train(bad_data, out, 0, resume=False, pause="step:2:1", log=log, command=command)
     wait_for(process, log, "paused at step:2:1")
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=120) == 143
+    assert process.wait(timeout=HANG_S) == 143
     assert train_one_thread([*args, "--out", str(out), "--resume", "auto"]) == 0
     assert_same_run(load_cpu(out / "last.pt"), load_cpu(reference / "last.pt"))
     assert "warning: skipping" not in capfd.readouterr().err  # known from the checkpoint: not warned again

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import pytest
 import torch
+from conftest import HANG_S
 from torch import nn
 
 from {{ cookiecutter.package_name }}.devkit import (
@@ -363,7 +364,7 @@ def test_guard_is_silent_once_removed():
 
 def test_cli_lists_cpu_and_what_auto_picks():
     result = subprocess.run([sys.executable, "-m", "{{ cookiecutter.package_name }}.devkit"], cwd=PROJECT_ROOT,
-                            capture_output=True, text=True, check=False, timeout=120)
+                            capture_output=True, text=True, check=False, timeout=HANG_S)
     assert result.returncode == 0, result.stderr
     cpu_rows = [line.split() for line in result.stdout.splitlines() if line.startswith("cpu ")]
     native = precision.cpu_bf16_native()
@@ -611,7 +612,7 @@ def test_a_training_run_on_cuda_1_opens_no_context_on_cuda_0(tiny_data, tmp_path
     args = ["--data", str(tiny_data), "--device", "cuda:1", "--epochs", "1", "--batch-size", "8",
             "--image-size", "32", "--out", str(tmp_path / "run"), "--parallel", "none", "--precision", "fp32"]
     result = subprocess.run([sys.executable, "-c", _CONTEXTS, *args], cwd=PROJECT_ROOT,
-                            capture_output=True, text=True, check=False, timeout=600)
+                            capture_output=True, text=True, check=False, timeout=HANG_S)
     assert result.returncode == 0, result.stderr
     contexts = eval(result.stdout.splitlines()[-1].removeprefix("contexts: "))
     assert contexts[0] is False and contexts[1] is True
@@ -626,7 +627,7 @@ def test_auto_free_opens_a_context_only_on_the_gpu_it_picks():
               "device = resolve_device('auto:free'); torch.empty(1, device=device); "
               "print(device.index, [torch._C._cuda_hasPrimaryContext(i) for i in range(torch.cuda.device_count())])")
     result = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                            check=False, timeout=300)
+                            check=False, timeout=HANG_S)
     assert result.returncode == 0, result.stderr
     index, contexts = result.stdout.split(" ", 1)
     assert [i for i, has in enumerate(eval(contexts)) if has] == [int(index)]

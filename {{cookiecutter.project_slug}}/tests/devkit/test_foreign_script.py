@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HANG_S
 
 import {{ cookiecutter.package_name }}
 
@@ -109,7 +110,7 @@ def _run(folder: Path, *args: str) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     env["CUDA_VISIBLE_DEVICES"] = ""  # --device cpu on a machine without GPUs, however many this one has
     result = subprocess.run([sys.executable, "main.py", "--device", "cpu", *args], cwd=folder, env=env,
-                            capture_output=True, text=True, check=False, timeout=300)
+                            capture_output=True, text=True, check=False, timeout=HANG_S)
     assert result.returncode == 0, result.stderr
     return result
 

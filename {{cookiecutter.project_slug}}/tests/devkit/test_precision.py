@@ -7,6 +7,7 @@ import torch
 
 import predict
 import train
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.devkit import precision
@@ -180,7 +181,7 @@ def test_predict_half_agrees_with_fp32_within_the_stated_tolerance(tiny_data, tm
     with torch.no_grad():
         model.head.weight.mul_(10)  # confident, trained-like logits rather than a near-uniform tie
     checkpoint = save_checkpoint(tmp_path / "model.pt", {
-        "model": model_state(model), "config": {"backbone": "{{ cookiecutter.backbone }}"},
+        "model": model_state(model), "config": TrainConfig(pretrained=False).to_dict(),  # the real settings
         "class_names": ["circle", "square", "triangle", "cross"], "image_size": 32})
     images = [str(path) for path in sorted((tiny_data / "val").rglob("*.png"))]
     rows = {}

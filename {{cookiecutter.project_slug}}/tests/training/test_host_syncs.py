@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 from PIL import Image
 
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.device_decode import CollateEncoded, use_device_decode
 from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
@@ -62,10 +63,11 @@ def _epoch_of(tiny_data, device: torch.device, batch_size: int, reads: _Reads | 
     train_set, val_set = load_splits(tiny_data, image_size=32)
     collate = {}
     if decode_on_device:
-        collate = {train: CollateEncoded(use_device_decode(dataset, Preprocessing(32), train))
-                   for dataset, train in ((train_set, True), (val_set, False))}
+        train_set, val_set = (use_device_decode(dataset, Preprocessing(32), train)
+                              for dataset, train in ((train_set, True), (val_set, False)))
+        collate = {True: CollateEncoded(train_set.geometry), False: CollateEncoded(val_set.geometry)}
     model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=device)
-    cfg = types.SimpleNamespace(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01)
+    cfg = TrainConfig(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01)  # the real config
     optimizer, ema = recipe.make_optimizer(model, cfg), recipe.make_ema(model, 0.9)
     loss_fn = WeightedCrossEntropy(torch.ones(4)).to(device)
     hw = Hardware.create(device, mean=(0.5,) * 3, std=(0.25,) * 3)
@@ -158,7 +160,7 @@ def test_the_confusion_matrix_is_counted_on_the_meta_device():
 
 def test_adamw_is_fused_where_the_device_has_the_kernel():
     """Fused AdamW on the CPU (and CUDA): one kernel, its step counts never read back; plain AdamW on meta."""
-    cfg = types.SimpleNamespace(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01)
+    cfg = TrainConfig(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01)
     for device, fused in ((CPU, True), (META, None)):
         model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=device)
         assert recipe.make_optimizer(model, cfg).defaults["fused"] is fused, device

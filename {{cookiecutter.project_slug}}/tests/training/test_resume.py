@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import nested_tensors
+from conftest import HANG_S, nested_tensors
 from run_helpers import EPOCHS, PROJECT, assert_same_run, load_cpu, start_train, train_command, train_env, wait_for
 
 import train
@@ -94,7 +94,8 @@ def test_last_pt_loads_with_plain_torch_and_no_gpu(reference_run):
     code = ("import sys, torch; s = torch.load(sys.argv[1], weights_only=True); "
             "assert all(t.device.type == 'cpu' for t in s['model'].values()); print(s['epoch'])")
     result = subprocess.run([sys.executable, "-c", code, str(reference_run / "last.pt")], cwd=reference_run,
-                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True, timeout=300)
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True,
+                            timeout=HANG_S)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == str(EPOCHS)
 
@@ -129,7 +130,7 @@ def test_sigterm_saves_the_step_in_progress_exits_143_and_resumes_from_it(tiny_d
     process = start_train(tiny_data, out, 0, resume=False, pause="step:2:1", log=log)
     wait_for(process, log, "paused at step:2:1")
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=120) == 143
+    assert process.wait(timeout=HANG_S) == 143
     text = log.read_text()
     assert "stopped by SIGTERM at epoch 2 step 1" in text and "--resume" in text and "Traceback" not in text
     state = load_cpu(out / "last.pt")
@@ -149,7 +150,7 @@ def test_a_second_ctrl_c_aborts_at_once_and_leaves_last_pt_whole(tiny_data, tmp_
     process.send_signal(signal.SIGINT)
     wait_for(process, log, "Ctrl-C again")
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=60) == 130
+    assert process.wait(timeout=HANG_S) == 130
     assert "Traceback" not in log.read_text()
     assert load_cpu(out / "last.pt")["epoch"] == 0
 
@@ -178,3 +179,27 @@ def test_fine_tuning_controls_resume_exactly_after_a_kill(tiny_data, tmp_path):
     assert reference["ema"]["n_averaged"] == 2 * EPOCHS  # 3 batches of 8, two per step: 2 steps an epoch
     assert_same_run(resumed, reference)
     assert any(key.startswith("/ema/model/") for key, _ in nested_tensors(resumed))
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_to_the_process_group_with_loader_workers_saves_the_step_and_resumes_exactly(
+        tiny_data, tmp_path, reference, signum, code):
+    """SIGTERM (a scheduler, systemd, timeout) or SIGHUP (a closed terminal) sent to every process of the group,
+    persistent loader workers included, mid-epoch 2: the workers live on, the run saves epoch 2 step 1 and exits
+    143 / 129, and resuming with workers ends where an uninterrupted run ends."""
+    out, log = tmp_path / "run", tmp_path / "group.log"
+    process = start_train(tiny_data, out, 1, resume=False, pause="step:2:1", log=log, group=True)
+    try:
+        wait_for(process, log, "paused at step:2:1")
+        os.killpg(process.pid, signum)
+        assert process.wait(timeout=HANG_S) == code, log.read_text()[-3000:]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert f"stopped by {signal.Signals(signum).name} at epoch 2 step 1" in text, text[-3000:]
+    assert "Traceback" not in text and "killed by signal" not in text
+    state = load_cpu(out / "last.pt")
+    assert (state["epoch"], state["step"]) == (2, 1)
+    _train(tiny_data, out, 1, resume=True)
+    assert_same_run(load_cpu(out / "last.pt"), reference)

@@ -4,6 +4,7 @@ import signal
 import subprocess
 
 import pytest
+from conftest import HANG_S
 from run_helpers import PROJECT, load_cpu, start_train, train_command, train_env, wait_for
 
 from {{ cookiecutter.package_name }}.training import run_folder
@@ -48,13 +49,13 @@ def test_a_second_train_py_on_a_live_runs_folder_is_refused(tiny_data, tmp_path)
         wait_for(first, log, "paused at step:1:1")
         before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
         second = subprocess.run(train_command(tiny_data, out, 0, "auto"), cwd=PROJECT,
-                                env=train_env(), capture_output=True, text=True, timeout=900)
+                                env=train_env(), capture_output=True, text=True, timeout=HANG_S)
         assert second.returncode == 2, second.stderr
         errors = [line for line in second.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "in use by another training run" in errors[0]
         assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
         first.send_signal(signal.SIGTERM)  # A saves the step it is at and stops: its own files, its own run
-        assert first.wait(timeout=120) == 143
+        assert first.wait(timeout=HANG_S) == 143
     finally:
         first.kill()
     assert load_cpu(out / "last.pt")["step"] == 1
@@ -70,10 +71,10 @@ def test_a_sigkilled_runs_folder_is_usable_again_at_once(tiny_data, tmp_path):
     try:
         wait_for(first, log, "paused at step:1:1")
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=60)
+        first.wait(timeout=HANG_S)
     finally:
         first.kill()
     assert (out / run_folder.LOCK_FILE).exists()  # the file stays; the lock died with the process
     again = subprocess.run(train_command(tiny_data, out, 0, "auto", one_epoch), cwd=PROJECT, env=train_env(),
-                           capture_output=True, text=True, timeout=900)
+                           capture_output=True, text=True, timeout=HANG_S)
     assert again.returncode == 0, again.stderr

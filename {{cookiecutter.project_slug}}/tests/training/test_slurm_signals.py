@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HANG_S
 
 from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 from {{ cookiecutter.package_name }}.training.stopping import StopRequest, TrainingInterrupted
@@ -55,14 +56,14 @@ def test_sigterm_to_a_worker_then_to_torchrun_saves_that_step(tiny_data, tmp_pat
         process = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=handle, stderr=subprocess.STDOUT,
                                    start_new_session=True)
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + HANG_S
         while not (match := re.search(r"paused at step:1:2 \(rank 0, pid (\d+)\)", log.read_text())):
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.05)
         os.kill(int(match.group(1)), signal.SIGTERM)  # slurmstepd's, to the worker
         time.sleep(0.05)
         os.kill(process.pid, signal.SIGTERM)  # slurmstepd's, to torchrun, which forwards one more to the worker
-        process.wait(timeout=120)
+        process.wait(timeout=HANG_S)
     finally:
         if process.poll() is None:  # the test failed: take torchrun's workers down with it
             os.killpg(process.pid, signal.SIGKILL)
@@ -71,3 +72,53 @@ def test_sigterm_to_a_worker_then_to_torchrun_saves_that_step(tiny_data, tmp_pat
     assert "stopped by SIGTERM at epoch 1 step 2" in text and "interrupted" not in text, text[-3000:]
     state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
     assert (state["epoch"], state["step"]) == (1, 2)
+
+
+def _torchrun_2(data: Path, out: Path, *extra: str) -> list[str]:
+    """Two CPU ranks under torchrun, each with a persistent loader worker, as a user's multi-process run has them."""
+    return [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", "--device", "cpu", "--parallel", "ddp",
+            "--data", str(data), "--image-size", "32", "--batch-size", "4", "--epochs", "2", "--seed", "3",
+            "--no-pretrained", "--precision", "fp32", "--workers", "1", "--out", str(out), *extra]
+
+
+def _run_group(command: list[str], log: Path, pause: str | None = None, signum: int | None = None) -> int:
+    """Run `command` in a process group of its own; with `signum`, signal the whole group once at `pause`."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop(PAUSE_ENV_VAR, None)
+    if pause:
+        env[PAUSE_ENV_VAR] = pause
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    try:
+        if signum is not None:
+            deadline = time.monotonic() + HANG_S
+            while log.read_text(errors="replace").count(f"paused at {pause}") < 2:  # both ranks there
+                assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.05)
+            os.killpg(process.pid, signum)  # torchrun, both ranks and their loader workers
+        return process.wait(timeout=HANG_S)
+    finally:
+        if process.poll() is None:  # the test failed: take the whole group down with it
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_sigterm_to_torchruns_process_group_with_loader_workers_saves_and_resumes_exactly(tiny_data, tmp_path):
+    """torchrun, 2 ranks, 1 loader worker each: SIGTERM to the whole group mid-epoch 1 saves epoch 1 step 2 on the
+    rank that writes, every rank says it stopped there, and resuming under torchrun ends bit-for-bit where an
+    uninterrupted 2-rank run ends."""
+    reference, out = tmp_path / "reference", tmp_path / "run"
+    assert _run_group(_torchrun_2(tiny_data, reference), tmp_path / "reference.log") == 0
+    _run_group(_torchrun_2(tiny_data, out), tmp_path / "term.log", pause="step:1:2", signum=signal.SIGTERM)
+    text = (tmp_path / "term.log").read_text()
+    # torchrun reports its own exit; each rank's line says the save happened at the step both agreed on
+    assert "stopped by SIGTERM at epoch 1 step 2" in text and "killed by signal" not in text, text[-3000:]
+    state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
+    assert (state["epoch"], state["step"]) == (1, 2)
+    assert _run_group(_torchrun_2(tiny_data, out, "--resume", str(out)), tmp_path / "resume.log") == 0
+    resumed = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
+    expected = torch.load(reference / "last.pt", map_location="cpu", weights_only=True)
+    assert resumed["epoch"] == expected["epoch"] == 2
+    for name, tensor in expected["model"].items():
+        assert torch.equal(resumed["model"][name], tensor), name

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import train_one_thread
+from conftest import HANG_S, train_one_thread
 
 import train
 from {{ cookiecutter.package_name }}.outputs import read_metrics
@@ -86,7 +86,7 @@ def _killed_after_logging_epoch(data: Path, out: Path) -> None:
         process = subprocess.Popen([sys.executable, "train.py", *train_args(data, out)], cwd=PROJECT, env=env,
                                    stdout=subprocess.DEVNULL, stderr=handle)
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + HANG_S
         while "paused at save:last.pt:1" not in log.read_text(errors="replace"):
             assert process.poll() is None, log.read_text()[-2000:]
             assert time.monotonic() < deadline

@@ -27,12 +27,14 @@ from pathlib import Path
 
 import torch
 from PIL import Image
+from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.io import ImageReadMode, decode_jpeg
 from torchvision.transforms import v2
 from torchvision.transforms.v2._transform import _RandomApplyTransform
 
-from .folders import DECODE_ERRORS, DataError, load_rgb
+from .errors import DataError
+from .images import DECODE_ERRORS, as_rgb, check_size, load_rgb
 from .transforms import Preprocessing, augmentation
 
 DECODES = ("auto", "cpu", "device")
@@ -51,19 +53,21 @@ class Encoded:
     params: list[dict | None] = dataclasses.field(default_factory=list)  # per transform; None: not applied
 
 
-def read_encoded(path: str) -> Encoded | Image.Image:
-    """A JPEG's bytes and upright size from its header; any other file decoded as load_rgb does (DataError if bad)."""
+def read_encoded(path: str, short_side: int | None = None) -> Encoded | Image.Image:
+    """A JPEG's bytes and upright size from its header; any other file decoded as load_rgb does (DataError if bad,
+    or over the memory budget for resizing to `short_side`: data/images.py)."""
     data = Path(path).read_bytes()
     if not data.startswith(JPEG_START):
-        return load_rgb(path)
+        return load_rgb(path, short_side)
     try:
         with Image.open(io.BytesIO(data)) as image:  # parses the header, decodes nothing
             (width, height), mode = image.size, image.mode
             orientation = image.getexif().get(_ORIENTATION, 1)
-    except DECODE_ERRORS as error:
+            check_size(image.size, short_side)
+    except (DataError, *DECODE_ERRORS) as error:
         raise DataError(f"cannot read image {path}: {error}") from None
     if mode not in DEVICE_MODES:
-        return load_rgb(path)
+        return load_rgb(path, short_side)
     if JPEG_END not in data[-64:]:  # what Pillow would find only by decoding: refused here, skipped by the caller
         raise DataError(f"cannot read image {path}: image file is truncated (no end-of-image marker)")
     if orientation in (5, 6, 7, 8):
@@ -151,11 +155,49 @@ class EncodedBatch:
         return torch.stack(images)
 
 
-def use_device_decode(dataset, prep: Preprocessing, train: bool) -> DeviceGeometry:
-    """Make an ImageFolder-like `dataset` (a `loader` and a `transform`) yield Encoded JPEGs; returns their geometry."""
-    geometry = DeviceGeometry(augmentation(prep.augment if train else "none", prep.image_size, prep.resize_size))
-    dataset.loader, dataset.transform = read_encoded, geometry
-    return geometry
+class EncodedSamples(Dataset):
+    """A data.dataset.Decoded's samples with JPEG files as Encoded (bytes and drawn parameters): (sample, target).
+
+    Any other image (another format, a PIL image from the dataset) is opened and transformed on the CPU as
+    Decoded does. `name(index)` and `samples` are the wrapped dataset's (unreadable.py names skipped files).
+    """
+
+    def __init__(self, decoded, geometry: DeviceGeometry):
+        self.decoded, self.geometry = decoded, geometry
+        self.classes, self.targets = decoded.classes, decoded.targets
+
+    def __len__(self) -> int:
+        return len(self.decoded)
+
+    def name(self, index: int) -> str:
+        """What warnings call image `index`."""
+        return self.decoded.name(index)
+
+    @property
+    def samples(self) -> list[tuple[str, int]]:
+        """(name, target) per image."""
+        return self.decoded.samples
+
+    def __getitem__(self, index: int) -> tuple[Encoded | torch.Tensor, int]:
+        item, target = self.decoded.source[index]
+        if isinstance(item, Image.Image):
+            sample = as_rgb(item, self.decoded.short_side, self.name(index))
+        else:
+            sample = read_encoded(item, self.decoded.short_side)
+        return self.geometry(sample), int(target)
+
+
+def use_device_decode(decoded, prep: Preprocessing, train: bool) -> EncodedSamples:
+    """`decoded` (a data.dataset.Decoded) yielding Encoded JPEGs for the device to decode with `prep`'s geometry."""
+    recipe = prep.augment if train else "none"
+    return EncodedSamples(decoded, DeviceGeometry(augmentation(recipe, prep.image_size, prep.resize_size)))
+
+
+def file_names(dataset, count: int = 64) -> list[str]:
+    """The first `count` file names of a dataset (a Decoded, possibly inside SkipUnreadable); [] if it has none."""
+    inner = getattr(dataset, "dataset", dataset)
+    paths = getattr(getattr(inner, "source", None), "paths", None) or []
+    return [str(path) for path in paths[:count]]
 
 
 class CollateEncoded:

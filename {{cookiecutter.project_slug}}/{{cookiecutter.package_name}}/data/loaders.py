@@ -14,10 +14,38 @@ from torch.utils.data import DataLoader
 from ..devkit.backends import pins_memory
 from .sampling import EpochSampler, SeededSamples
 
+# A terminal's Ctrl-C, a closed ssh session's SIGHUP, and the SIGTERM that SLURM, systemd and GNU timeout send
+# reach every process of the group, workers too. Only the main process acts on them (a save at the next step
+# boundary, training/stopping.py) and then ends its workers itself: a worker killed first would end the run
+# with "DataLoader worker (pid N) is killed by signal" before the save.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+_CAN_MASK = hasattr(signal, "pthread_sigmask")
 
-def ignore_sigint_in_worker(worker_id: int) -> None:
-    """DataLoader worker_init_fn: a terminal's Ctrl-C reaches the workers too; only the main process acts on it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+def ignore_stop_signals(worker_id: int) -> None:
+    """DataLoader worker_init_fn: ignore SIGINT, SIGTERM and SIGHUP, then take the signals SignalSafeLoader held."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    if _CAN_MASK:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one held meanwhile is now ignored
+
+
+class SignalSafeLoader(DataLoader):
+    """A DataLoader whose workers never die of a stop signal, not even one sent while they start.
+
+    Workers are started inside `iter()`: the stop signals are held (blocked) around it, so a worker
+    inherits them blocked until its worker_init_fn has set them to be ignored. The main process gets
+    one held meanwhile as soon as `iter()` returns.
+    """
+
+    def __iter__(self):
+        if self.num_workers == 0 or not _CAN_MASK:
+            return super().__iter__()
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            return super().__iter__()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 # Per worker. With a worker per core, 2 ride out a slow image without idling the device; more only multiply the
@@ -42,7 +70,7 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
         sampler = EpochSampler(len(dataset), seed, shuffle=True, inner=sampler, batch_size=batch_size)
         dataset = SeededSamples(dataset, seed)
     generator = torch.Generator().manual_seed(seed)
-    return DataLoader(
+    return SignalSafeLoader(
         dataset,
         batch_size=batch_size,
         shuffle=False,  # the training order comes from EpochSampler
@@ -53,6 +81,6 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
         prefetch_factor=PREFETCH_BATCHES if workers > 0 else None,
         drop_last=False,
         generator=generator,
-        worker_init_fn=ignore_sigint_in_worker if workers > 0 else None,
+        worker_init_fn=ignore_stop_signals if workers > 0 else None,
         collate_fn=collate_fn,
     )

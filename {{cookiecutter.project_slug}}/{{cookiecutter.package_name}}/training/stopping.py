@@ -1,10 +1,13 @@
-"""Stopping cleanly on SIGINT / SIGTERM, and the clock of periodic saves.
+"""Stopping cleanly on SIGINT / SIGTERM / SIGHUP, and the clock of periodic saves.
 
-The first SIGINT or SIGTERM only raises a flag. The training loop checks it after each
-optimizer step (and between epochs), so no step, validation pass or checkpoint write is cut in
-half; train.py then exits 130 (SIGINT) or 143 (SIGTERM). A second SIGINT (Ctrl-C again) raises
-KeyboardInterrupt at once, for when the user really means it. A repeated SIGTERM changes
-nothing: schedulers send it more than once (under SLURM every process of a job step gets one from
+The first SIGINT, SIGTERM or SIGHUP (a closed terminal or ssh session) only raises a flag. The
+training loop checks it after each optimizer step (and between epochs), so no step, validation
+pass or checkpoint write is cut in half; train.py then exits 130 (SIGINT), 143 (SIGTERM) or 129
+(SIGHUP). The loader workers ignore all three (data/loaders.py), so a signal sent to the whole
+process group (SLURM, systemd, GNU timeout, a terminal) reaches the main process alone in effect,
+and the main process ends its workers itself when the run closes. A second SIGINT (Ctrl-C again)
+raises KeyboardInterrupt at once, for when the user really means it. A repeated SIGTERM or SIGHUP
+changes nothing: schedulers send it more than once (under SLURM every process of a job step gets one from
 slurmstepd and another from torchrun, milliseconds apart, see docs/preemption.md), and it must not
 cut the save it asked for.
 
@@ -25,6 +28,7 @@ import sys
 import time
 from collections.abc import Iterator
 
+from ..data.loaders import STOP_SIGNALS
 from .pause_points import pause_point
 
 
@@ -37,14 +41,14 @@ class TrainingInterrupted(Exception):
 
     @property
     def exit_code(self) -> int:
-        """The shell's convention: 128 + signal number (130 for SIGINT, 143 for SIGTERM)."""
+        """The shell's convention: 128 + signal number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP)."""
         return 128 + self.signum
 
 
 class StopRequest:
-    """Callable flag: True once SIGINT/SIGTERM arrived; a later SIGINT (never SIGTERM) raises KeyboardInterrupt."""
+    """Callable flag: True once SIGINT/SIGTERM/SIGHUP arrived; a later SIGINT (only) raises KeyboardInterrupt."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = STOP_SIGNALS
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -62,7 +66,7 @@ class StopRequest:
         if self.signum is not None:
             if signum == signal.SIGINT:  # a person pressing Ctrl-C again
                 raise KeyboardInterrupt
-            return  # SIGTERM again: the scheduler's copy of the same request (slurmstepd + torchrun)
+            return  # SIGTERM/SIGHUP again: the scheduler's copy of the same request (slurmstepd + torchrun)
         self.signum = signum
         print(f"{signal.Signals(signum).name}: stopping after this step (Ctrl-C again to abort now)",
               file=sys.stderr, flush=True)
