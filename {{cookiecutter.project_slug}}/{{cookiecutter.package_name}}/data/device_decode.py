@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+import torchvision
 from PIL import Image
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
@@ -40,6 +41,7 @@ from .transforms import Preprocessing, augmentation
 DECODES = ("auto", "cpu", "device")
 JPEG_START, JPEG_END = b"\xff\xd8\xff", b"\xff\xd9"
 JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")
+_TORCHVISION = tuple(int(part) for part in torchvision.__version__.split(".")[:2])  # (0, 19)
 DEVICE_MODES = ("RGB", "L")  # JPEG colour modes decode_jpeg(mode=RGB) decodes on CUDA too (not CMYK)
 _ORIENTATION = 0x0112  # the EXIF tag; values 5-8 turn the image a quarter, swapping its height and width
 
@@ -80,6 +82,26 @@ def _placeholder(size: tuple[int, int]) -> tv_tensors.Image:
     return tv_tensors.Image(torch.empty((3, *size), dtype=torch.uint8, device="meta"))
 
 
+def _make_params(transform: v2.Transform, inputs: list) -> dict:
+    """transform.make_params: public from torchvision 0.21; 0.19 and 0.20 call it _get_params."""
+    make_params = getattr(transform, "make_params", None) or transform._get_params
+    return make_params(inputs)
+
+
+def _transform(transform: v2.Transform, image: tv_tensors.Image, params: dict) -> tv_tensors.Image:
+    """transform.transform: public from torchvision 0.21; 0.19 and 0.20 call it _transform."""
+    apply = getattr(transform, "transform", None) or transform._transform
+    return apply(image, params)
+
+
+def _decode_jpegs(data: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """Each JPEG's bytes decoded to uint8 (3, H, W) RGB on `device`: in one call where decode_jpeg takes a list
+    (seen on torchvision 0.26; batched on CUDA), one call each on torchvision 0.19, which takes one tensor."""
+    if _TORCHVISION >= (0, 20):
+        return decode_jpeg(data, mode=ImageReadMode.RGB, device=device, apply_exif_orientation=True)
+    return [decode_jpeg(one, mode=ImageReadMode.RGB, device=device, apply_exif_orientation=True) for one in data]
+
+
 def _output_size(transform: v2.Transform, size: tuple[int, int], params: dict) -> tuple[int, int]:
     """The (H, W) `transform` makes of an image of `size` with `params`."""
     if isinstance(transform, (v2.RandomResizedCrop, v2.CenterCrop)):
@@ -87,7 +109,7 @@ def _output_size(transform: v2.Transform, size: tuple[int, int], params: dict) -
         return height, width
     if isinstance(transform, (v2.RandomHorizontalFlip, v2.RandomVerticalFlip, v2.RandomAffine)):
         return size  # v2's affine has no `expand`: it keeps the size
-    return tuple(transform.transform(_placeholder(size), params).shape[-2:])  # shape only, on the meta device
+    return tuple(_transform(transform, _placeholder(size), params).shape[-2:])  # shape only, on the meta device
 
 
 class DeviceGeometry:
@@ -113,7 +135,7 @@ class DeviceGeometry:
             if isinstance(transform, _RandomApplyTransform) and torch.rand(1) >= transform.p:
                 drawn.append(None)  # the coin said no: forward() returns the image as it is
                 continue
-            params = transform.make_params([_placeholder(size)])
+            params = _make_params(transform, [_placeholder(size)])
             drawn.append(params)
             size = _output_size(transform, size, params)
         return drawn
@@ -123,7 +145,7 @@ class DeviceGeometry:
         image = tv_tensors.Image(image)
         for transform, drawn in zip(self.transforms, params):
             if drawn is not None:
-                image = transform.transform(image, drawn)
+                image = _transform(transform, image, drawn)
         return image.as_subclass(torch.Tensor)
 
 
@@ -145,8 +167,7 @@ class EncodedBatch:
         images: list[torch.Tensor | None] = [None] * len(self.samples)
         jpegs = [i for i, sample in enumerate(self.samples) if isinstance(sample, Encoded)]
         if jpegs:
-            decoded = decode_jpeg([self.samples[i].data for i in jpegs], mode=ImageReadMode.RGB, device=device,
-                                  apply_exif_orientation=True)
+            decoded = _decode_jpegs([self.samples[i].data for i in jpegs], device)
             for i, image in zip(jpegs, decoded):
                 images[i] = self.geometry.apply(image, self.samples[i].params)
         for i, sample in enumerate(self.samples):
