@@ -13,18 +13,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 
 from . import backbones, config
 from .config_file import read_config_file
 from .data import DEMO_IMAGE_SIZE
+from .data.device_decode import DECODES
 from .data.transforms import AUGMENTATIONS
 from .errors import ConfigError
 from .training import recipe
 from .training.tracking import LOGGERS
 
 CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": tuple(LOGGERS),
-           "augment": tuple(AUGMENTATIONS)}
+           "augment": tuple(AUGMENTATIONS), "decode": DECODES}
 MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
+SEED_RANGE = (-2**63, 2**64 - 1)  # torch.manual_seed's: a 64-bit integer, signed or not
 MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch would fail on file handles instead
 
 # --resume continues a run: its settings come from the checkpoint. These may differ in the resumed
@@ -33,7 +36,7 @@ MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch w
 MAY_CHANGE_ON_RESUME = frozenset({
     "epochs", "workers", "device", "logger", "save_every_minutes", "max_bad_fraction", "data", "out", "resume",
     "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
-    "threads",
+    "threads", "decode",
 })
 
 
@@ -68,7 +71,10 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
                    "shifts, turns and zooms, no mirroring: digits, text, scans); standard (random crops and "
                    "horizontal flips: photos)" + _default("augment"))
     g.add_argument("--workers", type=int, help="DataLoader worker processes (default: the cores this process may use "
-                   "per ddp rank on the node, less one, at most 8; here " + f"{config.default_workers()})")
+                   "per ddp rank on the node, less one; here " + f"{config.default_workers()})")
+    g.add_argument("--decode", choices=CHOICES["decode"], help="where JPEGs are decoded: cpu (in the loader "
+                   "workers); device (the workers read bytes, the GPU decodes, resizes, crops and flips); auto: "
+                   "device for JPEG data on CUDA" + _default("decode"))
     g.add_argument("--cache-images", action="store_true",
                    help="decode the data once into memory (uint8, resized) so small runs are compute-bound")
     g.add_argument("--cache-budget-mb", type=int, help="memory --cache-images may use" + _default("cache_budget_mb"))
@@ -144,8 +150,9 @@ def _device_flags(p: argparse.ArgumentParser) -> None:
                    help="autocast dtype; fp16 adds a GradScaler on CUDA" + _default("precision"))
     g.add_argument("--parallel", choices=CHOICES["parallel"], help="dp: DataParallel over the visible GPUs; ddp: one "
                    "process per device under torchrun" + _default("parallel"))
-    g.add_argument("--channels-last", action="store_true",
-                   help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores)")
+    g.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
+                   help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores; "
+                        "default: on when autocasting (fp16, bf16) on CUDA)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
     g.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch's own operations; more "
                    "pays only on an otherwise idle machine with N free cores" + _default("threads"))
@@ -167,8 +174,16 @@ def check(cfg: config.TrainConfig) -> None:
     for name in ("epochs", "batch_size"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
-    if cfg.threads < 1:
-        raise ConfigError(f"--threads must be at least 1, got {cfg.threads}")
+    if not 1 <= cfg.threads <= usable_cores():
+        # more threads than cores only contend; thousands exhaust the host's threads and crash OpenMP
+        raise ConfigError(f"--threads must be between 1 and {usable_cores()} (the cores this process may use), "
+                          f"got {cfg.threads}")
+    if not SEED_RANGE[0] <= cfg.seed <= SEED_RANGE[1]:
+        raise ConfigError(f"--seed must be between {SEED_RANGE[0]} and {SEED_RANGE[1]} (what torch.manual_seed "
+                          f"takes), got {cfg.seed}")
+    for name in ("data", "out", "resume", "init_from"):  # '' would mean the current folder: a typo, not a plan
+        if getattr(cfg, name) is not None and not str(getattr(cfg, name)).strip():
+            raise ConfigError(f"--{name.replace('_', '-')} is empty; name a path, or leave the flag out")
     if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
         raise ConfigError("--workers must be >= 0 and --image-size >= 16")
     if cfg.workers > MAX_WORKERS:
@@ -183,6 +198,11 @@ def check(cfg: config.TrainConfig) -> None:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
     for problem in recipe.check_config(cfg):
         raise ConfigError(problem)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and job schedulers narrow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _check_numbers(cfg: config.TrainConfig) -> None:

@@ -93,7 +93,7 @@ def open_logger(run: Run, out: Path) -> None:
 
 
 def save_epoch(run: Run, row: dict, out: Path) -> None:
-    """Write last.pt, best.pt when validation improved, metrics.csv and curves.png."""
+    """Write best.pt when validation improved, last.pt, then metrics.csv and curves.png."""
     from .. import plots  # matplotlib only loads when a run gets this far (not for --help or a refused flag)
 
     run.rows.append(row)
@@ -104,10 +104,9 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
         return
     state = run.state(row["epoch"])
     best = state if weights == "model" else run.state(row["epoch"], weights=weights)
-    outputs.write_metrics(out / "metrics.csv", run.rows)
-    plots.save_figure(plots.curves_figure(run.rows), out / "curves.png")
-    # last.pt is written last: it is the commit point that --resume continues from, so a kill
-    # before it only repeats this epoch (and rewrites the same metrics and best.pt).
+    # last.pt is the commit point that --resume continues from, so a kill before it only repeats this
+    # epoch (and rewrites the same best.pt). metrics.csv and curves.png follow it: they never show an
+    # epoch that no checkpoint holds (a full disk stops the run at the checkpoint, before them).
     pauses = {name: functools.partial(pause_point, f"save:{name}:{row['epoch']}") for name in ("best.pt", "last.pt")}
     if improved:
         run_state.save(out / "best.pt", best, before_replace=pauses["best.pt"])
@@ -115,6 +114,8 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
         atomic_link(out / "best.pt", out / "last.pt", before_replace=pauses["last.pt"])
     else:
         run_state.save(out / "last.pt", state, before_replace=pauses["last.pt"])
+    outputs.write_metrics(out / "metrics.csv", run.rows)
+    plots.save_figure(plots.curves_figure(run.rows), out / "curves.png")
     run.save_clock.reset()
 
 
