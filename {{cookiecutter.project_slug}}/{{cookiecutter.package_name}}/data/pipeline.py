@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from ..training import data_agreement
 from ..training.distributed import eval_shard, main_process_first, train_sampler
 from .cache import cache_splits
 from .demo import DEMO_ROOT, write_demo_dataset
@@ -63,6 +64,7 @@ def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = No
     preprocessing = choose_preprocessing(cfg.backbone, cfg.data and root, cfg.image_size, cfg.pretrained, saved,
                                          cfg.augment)
     train_set, val_set = load_splits(root, preprocessing, val_split=cfg.val_split, seed=cfg.seed)
+    data_agreement.check_ranks_agree(root, train_set, val_set)  # under ddp: every rank the same data, or all refuse
     check_trainable(root, train_set, val_set)
     class_names, counts = list(train_set.classes), class_counts(train_set)
     if cfg.cache_images:  # decode once: small runs become compute-bound (see cache.py); cached data has no bad files

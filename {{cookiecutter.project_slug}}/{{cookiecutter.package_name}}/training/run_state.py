@@ -24,6 +24,8 @@ the portable, atomic, weights_only file format underneath):
     preprocessing the input size, evaluation resize, mean and std, and why (data.Preprocessing.to_dict)
     weights       which weights `model` holds: "model", or "ema" in a best.pt where the average validated better
     ema           with --ema: {"model": the averaged weights, "n_averaged": updates so far}
+    layout        how the run cut its epochs (progress.Layout): world_size, batch_size (per rank), accum_steps,
+                  global_batch, steps_per_epoch, sharded; a resume under another world size finds its sample
 
 train.py builds it with `training_state`, writes it with `save`; train.py, evaluate.py and
 predict.py read it with `read`, which also checks that the file is one of ours.
@@ -45,7 +47,7 @@ from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
 from ..loss import WeightedCrossEntropy
 from ..model import Classifier, build_model
-from . import recipe, seeding
+from . import optimization, progress, recipe, seeding
 
 REQUIRED_KEYS = ("model", "config", "class_names", "image_size")
 
@@ -54,7 +56,8 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
                    loss_fn: nn.Module, epoch: int, best_val_acc: float, config: dict, class_names: list[str],
                    image_size: int, metrics: list[dict], preprocessing: Preprocessing | None = None,
                    ema: AveragedModel | None = None, weights: str = "model", step: int = 0,
-                   epoch_totals: dict | None = None, unreadable: dict[str, list[str]] | None = None) -> dict[str, Any]:
+                   epoch_totals: dict | None = None, unreadable: dict[str, list[str]] | None = None,
+                   layout: dict | None = None) -> dict[str, Any]:
     """A checkpoint of a run after `step` steps of `epoch` (0: after the whole epoch): CPU copies and plain values.
 
     `weights="ema"` puts the averaged weights under `model` (for a best.pt where they validated better).
@@ -80,6 +83,7 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
         "rng": seeding.rng_state(),
         "metrics": [dict(row) for row in metrics],
         "version": __version__,
+        "layout": dict(layout or {}),
     }
 
 
@@ -135,8 +139,13 @@ def check_classes(state: dict[str, Any], class_names: list[str], source: str) ->
 
 
 def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler,
-                     scaler: torch.amp.GradScaler, source: str, ema: AveragedModel | None = None) -> None:
-    """Load weights, optimizer, scheduler, scaler, EMA and RNG states into a freshly built run."""
+                     scaler: torch.amp.GradScaler, source: str, ema: AveragedModel | None = None,
+                     steps_done: int = 0) -> None:
+    """Load weights, optimizer, scaler, EMA and RNG states into a freshly built run; its schedule at `steps_done`.
+
+    The scheduler keeps the schedule built for this run (its epochs and steps per epoch may differ from the
+    checkpoint's, see optimization.restore_position) and stands at `steps_done` optimizer steps of it.
+    """
     if state.get("weights", "model") != "model":
         raise checkpoint.CheckpointError(f"{source} holds the EMA weights of a best.pt; resume from last.pt")
     checkpoint.load_model_state(model, state["model"], source)
@@ -144,7 +153,7 @@ def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torc
         checkpoint.load_model_state(ema.module, state["ema"]["model"], f"{source} (EMA)")
         ema.n_averaged.fill_(state["ema"]["n_averaged"])
     optimizer.load_state_dict(state["optimizer"])  # moves its state to the params' device
-    scheduler.load_state_dict(state["scheduler"])
+    optimization.restore_position(scheduler, state["scheduler"], steps_done)
     scaler.load_state_dict(state["scaler"])
     if "rng" in state:
         seeding.set_rng_state(state["rng"])
@@ -184,6 +193,11 @@ def resume_position(state: dict[str, Any]) -> tuple[int, int]:
     """(epoch, steps already done in it) where a run resumed from `state` continues."""
     step = state.get("step", 0)  # older checkpoints are all epoch-end ones
     return (state["epoch"], step) if step else (state["epoch"] + 1, 0)
+
+
+def saved_layout(state: dict[str, Any]) -> progress.Layout | None:
+    """The layout the checkpoint was written under (None: an older file, taken to be this run's)."""
+    return progress.Layout.from_dict(state["layout"]) if state.get("layout") else None
 
 
 def metrics_until_epoch(state: dict[str, Any], fallback: list[dict]) -> list[dict]:
