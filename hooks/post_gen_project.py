@@ -1,8 +1,10 @@
-"""Remove what disabled options do not need, then say what to run next."""
+"""Remove what disabled options do not need, start a git repository that records the template's commit
+for `cruft update`, then say what to run next."""
 
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 ANSWERS = json.loads(r"""{{ cookiecutter | tojson }}""")
@@ -22,7 +24,66 @@ def remove(path: str) -> None:
         os.remove(path)
 
 
+def git(*args: str, cwd: str = ".") -> str | None:
+    """git's stdout, or None when git is missing or fails (neither stops generation)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def template_folder() -> str | None:
+    """The template's folder as an absolute path: `_repo_dir` may be relative to where cookiecutter was run."""
+    repo_dir = ANSWERS.get("_repo_dir") or ""
+    starts = ["", os.environ.get("PWD", "")]  # the shell's folder when cookiecutter started
+    if os.path.isdir(f"/proc/{os.getppid()}/cwd"):  # cookiecutter runs hooks from inside the template
+        starts.append(os.path.realpath(f"/proc/{os.getppid()}/cwd"))
+    for start in starts:
+        folder = os.path.join(start, repo_dir) if repo_dir else start
+        if os.path.isabs(folder) and os.path.isfile(os.path.join(folder, "cookiecutter.json")):
+            return os.path.realpath(folder)
+    return None
+
+
+def template_source(folder: str) -> str:
+    """What cruft should clone: the URL the template came from, or its local folder."""
+    given = str(ANSWERS.get("_template", ""))
+    prefixes = {"gh:": "https://github.com/{}.git", "gl:": "https://gitlab.com/{}.git",
+                "bb:": "https://bitbucket.org/{}"}
+    for prefix, url in prefixes.items():
+        if given.startswith(prefix):
+            return url.format(given[len(prefix):])
+    if "://" in given or given.startswith("git@"):
+        return given
+    return folder
+
+
+def record_template_commit() -> None:
+    """Write .cruft.json (template, commit, answers) so that `cruft update` can bring the template's later fixes."""
+    folder = template_folder()
+    commit = git("rev-parse", "HEAD", cwd=folder) if folder else None
+    if not commit:
+        return  # a template that is not a git checkout has no commit to update from
+    answers = {key: value for key, value in ANSWERS.items() if not key.startswith("_")}
+    template, top = template_source(folder), git("rev-parse", "--show-toplevel", cwd=folder) or folder
+    inside = os.path.relpath(folder, os.path.realpath(top))  # the template's folder within its repository
+    if template == folder:
+        template = os.path.realpath(top)
+    state = {"template": template, "commit": commit, "checkout": ANSWERS.get("_checkout"),
+             "context": {"cookiecutter": {**answers, "_template": template, "_commit": commit}},
+             "directory": None if inside == "." else inside, "skip": []}
+    with open(".cruft.json", "w", encoding="utf-8") as handle:  # cruft's own layout, so its rewrites stay small
+        handle.write(json.dumps(state, ensure_ascii=False, indent=2, separators=(",", ": ")) + "\n")
+
+
 def main() -> int:
+    # cruft (create or update) sets _commit and writes .cruft.json itself; its update bakes into scratch folders
+    # that must stay plain files, so neither .cruft.json nor a repository is made there.
+    if "_commit" not in ANSWERS:
+        record_template_commit()
+        if git("rev-parse", "--is-inside-work-tree") is None:  # not inside a repository the user already has
+            git("init", "--quiet")  # the README's first steps (pre-commit install) need a repository
     for path, disabled in REMOVE_PATHS.items():
         if disabled:
             remove(path)

@@ -51,9 +51,9 @@ def run(args: list[str], cwd: Path, timeout: float = 300, **env: str) -> subproc
 
 
 def text_files(root: Path) -> Iterator[tuple[Path, str]]:
-    """Every text file under `root` with its content; binary files (PNGs, pickles) are skipped."""
+    """Every text file under `root` with its content; binary files (PNGs, pickles) and git's own files are skipped."""
     for path in sorted(root.rglob("*")):
-        if not path.is_file() or "__pycache__" in path.parts:
+        if not path.is_file() or "__pycache__" in path.parts or ".git" in path.relative_to(root).parts:
             continue
         data = path.read_bytes()
         if b"\0" in data:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -152,6 +153,18 @@ def test_hooks_read_answers_as_data(tmp_path, payload):
     assert not pwned(tmp_path), "a hook executed an answer"
     assert pre.returncode == 1 and len(pre.stderr.splitlines()) == 1, describe(pre)  # package_name refused
     assert post.returncode == 0, describe(post)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_under_cruft_the_post_gen_hook_leaves_cruft_json_and_the_repository_to_cruft(tmp_path):
+    """cruft sets _commit and writes .cruft.json itself; its update bakes into scratch folders that must hold the
+    template's files only, so there the hook makes neither .cruft.json nor .git (without _commit it makes both)."""
+    for commit, made in ((None, True), ("0" * 40, False)):
+        answers = base_answers(**({"_commit": commit} if commit else {}))
+        project = tmp_path / "project"
+        shutil.rmtree(project, ignore_errors=True)
+        assert run_hook(tmp_path, "post_gen_project", answers).returncode == 0
+        assert (project / ".cruft.json").exists() is made and (project / ".git").exists() is made
 
 
 # --- end to end through the cookiecutter CLI -----------------------------------------------------

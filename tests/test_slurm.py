@@ -4,7 +4,8 @@
 (SUBSTITUTIONS, also listed in the README), and stopped three ways at a known mid-epoch step (the
 project's pause hook holds its first run after step 2 of epoch 1): `scontrol requeue`, the time
 limit (`--time` with the script's `--signal=B:USR1@...` trap), and preemption by a job in a
-higher-priority partition. Each time the job must save that step, come back, resume there, exit 0
+higher-priority partition; the requeue also with a loader worker (`--workers 1`), whose process slurmd
+signals too. Each time the job must save that step, come back, resume there, exit 0
 and end with weights equal bit for bit to the same torchrun command run without interruption.
 
 Needs the cluster of scripts/slurm/up.sh, which exports TEMPLATE_SLURM_CLUSTER and SLURM_CONF
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -35,11 +35,10 @@ SCRIPT = "scripts/slurm_train.sh"
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "DEADLINE"}
 
 # Tiny and deterministic: 24 images of 32 px, 6 steps an epoch, 2 epochs, one CPU rank (gloo).
-TRAIN_ARGS = ("--epochs 2 --device cpu --image-size 32 --batch-size 4 --no-pretrained --workers 0 "
-              "--backbone resnet18")
+TRAIN_ARGS = "--epochs 2 --device cpu --image-size 32 --batch-size 4 --no-pretrained --backbone resnet18"
 
 
-def substitutions(data: Path, runs: Path, port: int, time_limit: str, signal_at: str) -> list[tuple[str, str]]:
+def substitutions(data: Path, runs: Path, time_limit: str, signal_at: str, workers: int = 0) -> list[tuple[str, str]]:
     """(text in the generated script, its replacement on a one-node CPU cluster); each text occurs once."""
     return [
         ("#SBATCH --nodes=2", "#SBATCH --nodes=1"),
@@ -48,8 +47,7 @@ def substitutions(data: Path, runs: Path, port: int, time_limit: str, signal_at:
         ("#SBATCH --time=24:00:00", f"#SBATCH --time={time_limit}"),
         ("#SBATCH --signal=B:USR1@300", f"#SBATCH --signal=B:USR1@{signal_at}"),
         ("--nproc_per_node=8", "--nproc_per_node=1"),
-        (":29500", f":{port}"),
-        ("--data /shared/imagenet --epochs 90", f"--data {data} {TRAIN_ARGS}"),
+        ("--data /shared/imagenet --epochs 90", f"--data {data} {TRAIN_ARGS} --workers {workers}"),
         ("/shared/runs/", f"{runs}/"),
     ]
 
@@ -70,13 +68,31 @@ def test_the_docs_show_the_batch_script_line_for_line(bakery):
     blocks = re.findall(r"```bash\n(.*?)```", docs, flags=re.S)
     script = (project / SCRIPT).read_text(encoding="utf-8")
     assert script in blocks, f"docs/preemption.md should show {SCRIPT} verbatim"
-    assert adapted_script(project, data=Path("/d"), runs=Path("/r"), port=1, time_limit="2", signal_at="60")
+    assert adapted_script(project, data=Path("/d"), runs=Path("/r"), time_limit="2", signal_at="60")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def test_each_job_gets_a_rendezvous_port_of_its_own(bakery, tmp_path):
+    """Run as jobs 4711 and 4712 (srun and scontrol stand-ins record the torchrun line): two ports, both valid.
+
+    A fixed port put two jobs whose first node was the same into one rendezvous; scancel of one killed both.
+    """
+    project, bin_dir = bakery.project(), tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho node0\n", encoding="utf-8")
+    (bin_dir / "srun").write_text('#!/bin/sh\necho "$@" >> "$SRUN_LOG"\n', encoding="utf-8")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    ports = []
+    for job in ("4711", "4712", "4711"):
+        log = tmp_path / f"srun-{len(ports)}.txt"
+        result = subprocess.run(["bash", SCRIPT], cwd=project, capture_output=True, text=True, timeout=60,
+                                env=subprocess_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", SRUN_LOG=str(log),
+                                                   SLURM_JOB_ID=job, SLURM_JOB_NODELIST="node[0-1]", SLURM_NNODES="2",
+                                                   SLURM_JOB_NAME="exp1"))
+        assert result.returncode == 0, result.stderr
+        ports.append(int(re.search(r"--rdzv-endpoint=node0:(\d+) ", log.read_text()).group(1)))
+    assert ports[0] != ports[1] and ports[0] == ports[2], ports  # a requeued job (same id) keeps its port
+    assert all(1024 <= port < 65536 for port in ports), ports
 
 
 def slurm(*args: str) -> str:
@@ -115,11 +131,11 @@ class Job:
     """One submission of the adapted batch script: its id, log and run folder."""
 
     def __init__(self, project: Path, workdir: Path, data: Path, name: str, time_limit: str = "10",
-                 signal_at: str = "300"):
+                 signal_at: str = "300", workers: int = 0):
         self.name, self.log, self.out = name, workdir / f"{name}.log", workdir / "runs" / name
         script = workdir / f"{name}.sh"
-        script.write_text(adapted_script(project, data=data, runs=workdir / "runs", port=_free_port(),
-                                         time_limit=time_limit, signal_at=signal_at), encoding="utf-8")
+        script.write_text(adapted_script(project, data=data, runs=workdir / "runs", time_limit=time_limit,
+                                         signal_at=signal_at, workers=workers), encoding="utf-8")
         env = subprocess_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                              OMP_NUM_THREADS="1", **{PAUSE_ENV_VAR: PAUSE_AT})
         result = subprocess.run(["sbatch", "--parsable", f"--job-name={name}", f"--output={self.log}",
@@ -184,7 +200,8 @@ class Reference:
 
     def __init__(self, project: Path, data: Path, out: Path):
         self.command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-                        "train.py", "--parallel", "ddp", "--data", str(data), *TRAIN_ARGS.split(), "--out", str(out),
+                        "train.py", "--parallel", "ddp", "--data", str(data), *TRAIN_ARGS.split(), "--workers", "0",
+                        "--out", str(out),
                         "--resume", "auto", "--save-every-minutes", "20"]
         self.project, self.out, self.process = project, out, None
 
@@ -241,6 +258,24 @@ def test_a_requeued_job_resumes_at_its_step_and_ends_bit_identical(cluster_run):
     job.finish(cluster_run["reference"].checkpoint())
     timing(f"requeue: {pending - requeued:.1f} s to stop and requeue, {running - requeued:.1f} s to running again, "
            f"{time.monotonic() - job.submitted:.1f} s from submission to the end")
+
+
+@needs_cluster
+@pytest.mark.slow
+def test_a_requeued_job_with_a_loader_worker_resumes_at_its_step_and_ends_bit_identical(cluster_run):
+    """--workers 1: slurmd signals the loader worker too; the step is still saved, the job resumes and exits 0.
+
+    The loader worker's order does not depend on how many workers load it, so the reference (--workers 0) holds.
+    """
+    job = cluster_run["submit"]("requeue-workers", workers=1)
+    job.wait_paused()
+    requeued = time.monotonic()
+    slurm("scontrol", "requeue", job.id)
+    pending = job.wait_requeued_with_the_step_saved()
+    running = job.wait_running()
+    job.finish(cluster_run["reference"].checkpoint())
+    timing(f"requeue with --workers 1: {pending - requeued:.1f} s to stop and requeue, {running - requeued:.1f} s to "
+           f"running again, {time.monotonic() - job.submitted:.1f} s from submission to the end")
 
 
 @needs_cluster

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +23,9 @@ from {{ cookiecutter.package_name }} import cli, config, devkit, model, outputs,
 from {{ cookiecutter.package_name }}.devkit import checkpoint, precision
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import distributed, epochs, run_folder, run_state, seeding, stopping, tracking, wrapping
+from {{ cookiecutter.package_name }}.training.rendezvous import loopback_host_note
 from {{ cookiecutter.package_name }}.training.run import Run
+from {{ cookiecutter.package_name }}.training.shared_checkpoint import checkpoint_file, rank0_copy
 
 T = TypeVar("T")
 
@@ -79,8 +82,8 @@ def claim_out(plan: run_folder.Plan, overwrite: bool) -> Iterator[Path]:
 def settle_resumed(settled: settings.Settled) -> tuple[settings.Settled, list[str]]:
     """With --resume: the settings of the run it continues (its checkpoint's config, read once here), with notes."""
     source = run_folder.resume_source(settled.cfg.out, settled.cfg.resume)
-    if source is None:
-        return settled, []
+    if source is None or (distributed.rank() != 0 and not checkpoint_file(source).is_file()):
+        return settled, []  # not here (a node-local disk): settled again once rank 0 has sent its copy
     state = run_state.read(source)
     return settings.resumed(settled, state["config"], source, state["image_size"])
 
@@ -107,18 +110,36 @@ def prepare_out(run: Run, out: Path, device: torch.device, plan: run_folder.Plan
         run_state.save(out / "last.pt", run.state(0))
 
 
+def warn_loopback_host() -> None:
+    """One line per node (its first process) when gloo would advertise a loopback address to other nodes."""
+    note = loopback_host_note()
+    if note and os.environ.get("LOCAL_RANK", "0") == "0":
+        print(note, file=sys.stderr, flush=True)
+
+
 def settle_for_run(settled: settings.Settled, device: torch.device) -> tuple[config.TrainConfig, run_folder.Plan,
                                                                           list[str]]:
     """The TrainConfig this run uses on `device`: a resumed run's settings, modes, run folder and weights decided.
 
     Returns it with the run folder's plan and the notes to print.
     """
-    settled, resume_notes = settle_resumed(settled)
+    typed = settled
+    settled, resume_notes = settle_resumed(typed)
     tracking.check_available(settled.cfg.logger)
     parallel_mode, precision_name, notes = resolve_modes(settled, device)
-    notes = [*resume_notes, *notes]
+    if parallel_mode == "ddp":
+        warn_loopback_host()
     distributed.start_distributed(parallel_mode, device)  # stopped in main()'s finally
     plan = plan_out(settled.cfg)
+    sent_note = None
+    if plan.resume:  # rank 0's checkpoint on every rank, also on a node that cannot read it
+        source, sent_note = rank0_copy(plan.resume)
+        if source != plan.resume:  # this rank settled without it: again, from rank 0's copy
+            settled, resume_notes = settle_resumed(dataclasses.replace(typed, cfg=dataclasses.replace(
+                typed.cfg, resume=source)))
+            parallel_mode, precision_name, notes = resolve_modes(settled, device)
+        plan = dataclasses.replace(plan, resume=source)
+    notes = [*resume_notes, *notes, sent_note]
     pretrained, weights_note = resolve_weights(settled, resuming=plan.resume is not None)
     # --resume auto becomes the checkpoint it found (or None): what the rest of the run continues from
     cfg = dataclasses.replace(settled.cfg, parallel=parallel_mode, precision=precision_name, out=str(plan.out),

@@ -13,6 +13,9 @@
 #SBATCH --open-mode=append             # a requeued job appends to the same log
 
 head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+# The rendezvous port is the job's own: two jobs whose first node is the same never meet in one
+# rendezvous (with a fixed port, scancel of one killed the other). A requeued job keeps its id, so its port.
+port=$((20000 + SLURM_JOB_ID % 20000))
 
 # Time limit near: SIGTERM to every process of the job's steps (scancel --signal leaves this script
 # alone); the training processes save last.pt at the next step and exit 143. Then back in the queue.
@@ -26,7 +29,7 @@ on_time_limit() {
 trap on_time_limit USR1
 
 srun --kill-on-bad-exit=1 torchrun --nnodes="$SLURM_NNODES" --nproc_per_node=8 --max-restarts=3 \
-    --rdzv-backend=c10d --rdzv-endpoint="$head:29500" --rdzv-id="$SLURM_JOB_ID" \
+    --rdzv-backend=c10d --rdzv-endpoint="$head:$port" --rdzv-id="$SLURM_JOB_ID" \
     train.py --parallel ddp --data /shared/imagenet --epochs 90 \
     --out "/shared/runs/$SLURM_JOB_NAME" --resume auto --save-every-minutes 20 &
 srun_pid=$!

@@ -159,15 +159,53 @@ def test_a_rank_sigkilled_mid_epoch_is_restarted_and_the_job_ends_with_the_unint
 def test_two_agents_of_one_process_each_train_like_one_agent_with_two(ddp_run, tiny_data, tmp_path):
     """Two `torchrun --nnodes 2` agents meeting at a c10d rendezvous on 127.0.0.1 end with the same weights."""
     out, port = tmp_path / "run", _free_port()
-    agents = []
-    for is_host in (1, 0):
-        command = [*TORCHRUN, "--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d",
-                   f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=two-nodes", f"--rdzv-conf=is_host={is_host}",
-                   "train.py", *_ddp_args(tiny_data, out)]
-        agents.append(subprocess.Popen(command, cwd=PROJECT, env=_env(), stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True))
+    agents = [subprocess.Popen(command, cwd=PROJECT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True) for command in _two_agents(port, "train.py", *_ddp_args(tiny_data, out))]
     outputs = [agent.communicate(timeout=HANG_S)[0] for agent in agents]
     assert [agent.returncode for agent in agents] == [0, 0], "\n".join(text[-2000:] for text in outputs)
+    _same_training_state(out / "last.pt", ddp_run[1] / "last.pt")
+
+
+def _texts(logs: list[Path]) -> str:
+    return "\n".join(log.read_text(errors="replace") for log in logs)
+
+
+def _two_agents(port: int, *extra: str) -> list[list[str]]:
+    """The commands of two `torchrun --nnodes 2` agents (one process each) meeting at 127.0.0.1:port."""
+    return [[*TORCHRUN, "--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
+             "--rdzv-id=two-nodes", f"--rdzv-conf=is_host={is_host}", *extra] for is_host in (1, 0)]
+
+
+@pytest.mark.slow
+def test_two_agents_restart_together_after_one_nodes_worker_is_sigkilled_and_end_bit_identical(
+        ddp_run, tiny_data, tmp_path):
+    """Two agents, --max-restarts 2: kill -9 the second agent's worker after step 2; both restart, meet, exit 0.
+
+    The agents count restarts apart (the one whose worker died counts 1, the other 0), so ranks that
+    joined under their agent's count never met and waited for gloo's 30-minute timeout.
+    """
+    out, port = tmp_path / "run", _free_port()
+    train_args = ["train.py", *_ddp_args(tiny_data, out), "--resume", "auto", "--save-every-minutes", "1e-6"]
+    logs = [tmp_path / "agent0.log", tmp_path / "agent1.log"]
+    agents = []
+    for command, log in zip(_two_agents(port, "--max-restarts=2", *train_args), logs):
+        with open(log, "wb") as handle:
+            agents.append(subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:2@1"}),
+                                           stdout=handle, stderr=subprocess.STDOUT, start_new_session=True))
+    try:
+        deadline = time.monotonic() + HANG_S
+        while not (match := re.search(r"paused at step:1:2 \(rank 1, pid (\d+)\)", _texts(logs))):
+            assert None in {agent.poll() for agent in agents} and time.monotonic() < deadline, _texts(logs)[-3000:]
+            time.sleep(0.05)
+        os.kill(int(match.group(1)), signal.SIGKILL)
+        # the old code waited here until gloo's 30-minute timeout: fail sooner than that
+        codes = [agent.wait(timeout=min(HANG_S, 900)) for agent in agents]
+    finally:
+        for agent in agents:
+            if agent.poll() is None:  # the test failed: take the agent's workers down with it
+                os.killpg(agent.pid, signal.SIGKILL)
+    assert codes == [0, 0], _texts(logs)[-4000:]
+    assert "resume auto: continuing from" in _texts(logs)  # rank 0 resumed the mid-epoch checkpoint
     _same_training_state(out / "last.pt", ddp_run[1] / "last.pt")
 
 

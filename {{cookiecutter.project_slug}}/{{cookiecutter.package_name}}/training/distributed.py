@@ -18,6 +18,7 @@ from torch import nn
 from torch.utils.data import DistributedSampler
 
 from ..devkit.checkpoint import unwrap
+from . import rendezvous
 
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 _CONTROL: dict[str, dist.ProcessGroup | None] = {}  # "group": the host-side group of this process group, once made
@@ -65,16 +66,15 @@ def start_distributed(mode: str, device: torch.device) -> None:
         return
     backend = process_group_backend(device)
     device_id = device if device.type in ("cuda", "xpu") else None
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
-    if attempt is None:
+    if "TORCHELASTIC_RESTART_COUNT" not in os.environ:  # not torchrun: nothing restarts in the same store
         dist.init_process_group(backend=backend, device_id=device_id)
         control_group()  # made here, where every rank makes it in the same order
         return
-    # A process restarted by `torchrun --max-restarts` meets the others in the agent's store, which
-    # still holds the previous attempt's peer addresses under the same keys: a rank that reads one
-    # before it is overwritten connects to a dead port (refused, or a 30-minute wait). Each attempt
-    # gets its own key prefix instead.
+    # torchrun's store still holds an earlier attempt's peer addresses after an elastic restart: a rank
+    # that read one connected to a dead port (refused, or a 30-minute wait). Each attempt joins under a
+    # prefix its ranks agree on (rendezvous.agreed_attempt says why not the agent's restart count).
     store, rank, size = next(dist.rendezvous("env://"))
+    attempt = rendezvous.agreed_attempt(store, rank, size)
     dist.init_process_group(backend=backend, device_id=device_id, rank=rank, world_size=size,
                             store=dist.PrefixStore(f"attempt_{attempt}/", store))
     control_group()

@@ -1,0 +1,76 @@
+"""A generated project's suite survives its owner: the ordinary changes the generated README's "Change it"
+section describes keep the tests that read those registries green, without editing one test.
+
+Each change is made in a copy of the default bake the way its owner would make it (a few lines in the one
+file the README names), checked to have taken effect (train.py --help offers it), and then the generated
+tests that read the changed registry or dataclass run in their quick tier (`-m "not slow"`).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import DEFAULT_PACKAGE, describe, run
+
+PKG = DEFAULT_PACKAGE
+
+# (file in the project, how to change its text, what train.py --help then offers)
+AUGMENT_RECIPE = (
+    f"{PKG}/data/transforms.py",
+    lambda text: text + '''
+
+def _grey(size: int, resize: int) -> list[v2.Transform]:
+    """Colour that should not matter: half of the training images in greyscale."""
+    return [*_none(size, resize), v2.RandomGrayscale(p=0.5)]
+
+
+AUGMENTATIONS["grey"] = _grey
+''',
+    "grey",
+)
+CONFIG_FIELD = (
+    f"{PKG}/config.py",
+    lambda text: re.sub(r"^(    augment: str = .*\n)",
+                        r"\1    min_confidence: float = 0.5  # ours: predictions below it are reported as unsure\n",
+                        text, count=1, flags=re.M),
+    None,
+)
+CHANGES = {"augment-recipe": AUGMENT_RECIPE, "config-field": CONFIG_FIELD}
+
+# The generated tests that read the augmentation registry, the loggers, the backbones or TrainConfig's fields.
+READERS = ["tests/test_settings.py", "tests/data/test_transforms.py", "tests/test_config.py",
+           "tests/test_backbones.py", "tests/training/test_tracking.py", "tests/training/test_host_syncs.py",
+           "tests/training/test_recipe.py"]
+
+
+@pytest.fixture(scope="module")
+def changed_project(bakery, tmp_path_factory) -> Path:
+    """A copy of the default bake with every change in CHANGES made."""
+    project = tmp_path_factory.mktemp("changed") / "image-classifier"
+    shutil.copytree(bakery.project(), project)
+    for relative, change, _ in CHANGES.values():
+        path = project / relative
+        before = path.read_text(encoding="utf-8")
+        after = change(before)
+        assert after != before, f"the change to {relative} did not apply: the template moved; update CHANGES"
+        path.write_text(after, encoding="utf-8")
+    return project
+
+
+@pytest.mark.slow
+def test_ordinary_changes_keep_the_generated_tests_that_read_them_green(changed_project):
+    """With a new augmentation recipe and a new config field, the quick tier of the tests that read the
+    registries passes unchanged; train.py --help offers the new choices, so the changes are really there."""
+    helped = run([sys.executable, "train.py", "--help"], cwd=changed_project, timeout=600)
+    assert helped.returncode == 0, describe(helped)
+    offered = re.sub(r"\s+", " ", helped.stdout)
+    for name, (_, _, choice) in CHANGES.items():
+        assert choice is None or choice in offered, f"{name}: --help does not offer {choice!r}"
+    present = [path for path in READERS if (changed_project / path).is_file()]
+    suite = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *present],
+                cwd=changed_project, timeout=1800)
+    assert suite.returncode == 0, describe(suite)

@@ -1,0 +1,150 @@
+"""A project generated from an older commit of this template takes the current template with `cruft update`,
+keeping its owner's committed changes, and its suite still passes.
+
+The template is cloned into a scratch repository whose newest commit is this checkout's working tree (so
+uncommitted edits are what gets tested) plus one marker line at the end of the generated README, a change
+the update must bring. The project is made with `cruft create --checkout` an older commit of the template's
+own history, committed, changed by its owner (README's title, a module of their own), committed again, then
+updated non-interactively. cruft runs from the test environment when installed there, else through
+`uvx --from cruft` (PyPI, once; then uv's cache).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from helpers import DEFAULT_PACKAGE, TEMPLATE, describe, run, text_files
+
+GENERATIONS_BACK = 3  # how many first-parent commits before HEAD the project is generated from
+MARKER = "<!-- a line the newer template adds: the update must bring it -->"
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+                "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+
+
+def cruft_command() -> list[str] | None:
+    """How to run cruft here: the installed module, or uvx; None when neither is available."""
+    if importlib.util.find_spec("cruft") is not None:
+        return [sys.executable, "-m", "cruft"]
+    uvx = shutil.which("uvx")
+    return [uvx, "--from", "cruft==2.16.0", "cruft"] if uvx else None
+
+
+CRUFT = cruft_command()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("git") is None or CRUFT is None, reason="needs git and cruft (or uvx)"),
+]
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git with a throwaway identity; fail the test on a non-zero exit; return stdout."""
+    result = run(["git", *args], cwd=cwd, timeout=300, **GIT_IDENTITY)
+    assert result.returncode == 0, describe(result)
+    return result.stdout.strip()
+
+
+class Scratch(NamedTuple):
+    """The scratch template repository and three of its commits, oldest first."""
+
+    repo: Path
+    older: str  # GENERATIONS_BACK first-parent commits before the template's HEAD
+    current: str  # this checkout's working tree
+    newest: str  # current + MARKER: what an update must bring
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory) -> Scratch:
+    """A clone of the template with two new commits on top: this working tree, then the same plus MARKER."""
+    root = tmp_path_factory.mktemp("scratch")
+    repo = root / "template"
+    git(root, "clone", "--quiet", str(TEMPLATE), str(repo))
+    ancestors = git(repo, "rev-list", "--first-parent", f"--max-count={GENERATIONS_BACK + 1}", "HEAD").split()
+    if len(ancestors) <= GENERATIONS_BACK:
+        pytest.skip("the template's history is too shallow for an older commit")
+    git(repo, "rm", "-rq", "--cached", ".")
+    for name in filter(None, git(TEMPLATE, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")):
+        if (TEMPLATE / name).is_file():  # a file deleted in the working tree but not yet in git stays out
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(TEMPLATE / name, repo / name)
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "--allow-empty", "-m", "the template as it is now")
+    current = git(repo, "rev-parse", "HEAD")
+    readme = repo / "{{cookiecutter.project_slug}}" / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8") + f"\n{MARKER}\n", encoding="utf-8")
+    git(repo, "commit", "--quiet", "-am", "a newer template")
+    return Scratch(repo, ancestors[GENERATIONS_BACK], current, git(repo, "rev-parse", "HEAD"))
+
+
+def cruft(cwd: Path, config: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run cruft without questions, with the test's own cookiecutter config (replays stay in the test's folder)."""
+    return run([*CRUFT, *args], cwd=cwd, timeout=900, COOKIECUTTER_CONFIG=str(config), **GIT_IDENTITY)
+
+
+def change_commit_and_update(project: Path, config: Path) -> tuple[str, Path]:
+    """The owner's two committed changes (README's title, a module of their own), then `cruft update -y`."""
+    readme = project / "README.md"
+    title, rest = readme.read_text(encoding="utf-8").split("\n", 1)
+    readme.write_text(f"{title} (our fork)\n{rest}", encoding="utf-8")
+    own_module = project / DEFAULT_PACKAGE / "our_notes.py"
+    own_module.write_text('"""Something of ours the template knows nothing about."""\n\nANSWER = 42\n')
+    git(project, "add", "-A")
+    git(project, "commit", "--quiet", "-m", "our changes")
+    updated = cruft(project, config, "update", "--skip-apply-ask", "--allow-untracked-files")
+    assert updated.returncode == 0, describe(updated)
+    return title, own_module
+
+
+def assert_updated_and_still_ours(project: Path, title: str, own_module: Path, newest: str) -> None:
+    """The newer template's line arrived, the owner's changes stayed, nothing half-merged, the suite passes."""
+    assert json.loads((project / ".cruft.json").read_text())["commit"] == newest
+    text = (project / "README.md").read_text(encoding="utf-8")
+    assert text.startswith(f"{title} (our fork)\n") and text.rstrip().endswith(MARKER)
+    assert own_module.read_text().endswith("ANSWER = 42\n")
+    assert not list(project.rglob("*.rej"))
+    assert git(project, "diff", "--name-only", "--diff-filter=U") == ""
+    assert [path for path, content in text_files(project) if "\n<<<<<<< " in f"\n{content}"] == []
+    suite = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+                 "tests/test_config.py", "tests/test_architecture.py"], cwd=project, timeout=900)
+    assert suite.returncode == 0, describe(suite)
+
+
+def test_a_changed_project_from_an_older_template_commit_takes_the_update_and_keeps_its_changes(
+        scratch, tmp_path, cli_config):
+    """cruft create at a commit of the template's history, the owner commits changes, `cruft update -y`."""
+    made = cruft(tmp_path, cli_config, "create", str(scratch.repo), "--checkout", scratch.older, "--no-input",
+                 "--output-dir", str(tmp_path))
+    assert made.returncode == 0, describe(made)
+    project = tmp_path / "image-classifier"
+    assert json.loads((project / ".cruft.json").read_text())["commit"] == scratch.older
+    git(project, "init", "--quiet")
+    git(project, "add", "-A")
+    git(project, "commit", "--quiet", "-m", "generated")
+    title, own_module = change_commit_and_update(project, cli_config)
+    assert_updated_and_still_ours(project, title, own_module, scratch.newest)
+
+
+def test_a_project_made_with_plain_cookiecutter_is_a_repository_that_cruft_can_update(scratch, tmp_path, cli_config):
+    """Plain `cookiecutter` leaves a git repository and a .cruft.json naming the template and its commit; after
+    the owner's first commit and changes, `cruft update -y` brings the newer template."""
+    git(scratch.repo, "checkout", "--quiet", scratch.current)
+    try:
+        made = run([sys.executable, "-m", "cookiecutter", "--no-input", "--output-dir", str(tmp_path),
+                    str(scratch.repo)], cwd=tmp_path, timeout=300, COOKIECUTTER_CONFIG=str(cli_config))
+    finally:
+        git(scratch.repo, "checkout", "--quiet", "-")
+    assert made.returncode == 0, describe(made)
+    project = tmp_path / "image-classifier"
+    recorded = json.loads((project / ".cruft.json").read_text())
+    assert (recorded["template"], recorded["commit"]) == (str(scratch.repo.resolve()), scratch.current)
+    assert git(project, "rev-parse", "--show-toplevel") == str(project.resolve())  # its own repository
+    git(project, "add", "-A")
+    git(project, "commit", "--quiet", "-m", "generated")
+    title, own_module = change_commit_and_update(project, cli_config)
+    assert_updated_and_still_ours(project, title, own_module, scratch.newest)
