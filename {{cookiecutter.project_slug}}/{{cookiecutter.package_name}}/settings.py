@@ -88,8 +88,10 @@ def _optimisation_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=int, help="images per batch (per process under ddp)" + _default("batch_size"))
     g.add_argument("--optimizer", choices=CHOICES["optimizer"], help="adamw, or sgd (with --momentum and "
                    "--nesterov); each brings its own --lr and --weight-decay defaults" + _default("optimizer"))
-    g.add_argument("--lr", type=float, help="learning rate of the head" + optimization.defaults_help("lr"))
-    g.add_argument("--weight-decay", type=float, help="weight decay" + optimization.defaults_help("weight_decay"))
+    chosen = config.TrainConfig.optimizer
+    g.add_argument("--lr", type=float, help="learning rate of the head" + optimization.defaults_help("lr", chosen))
+    g.add_argument("--weight-decay", type=float,
+                   help="weight decay" + optimization.defaults_help("weight_decay", chosen))
     g.add_argument("--momentum", type=float, help="--optimizer sgd: momentum" + _default("momentum"))
     g.add_argument("--nesterov", action="store_true", help="--optimizer sgd: Nesterov momentum")
     g.add_argument("--schedule", choices=CHOICES["schedule"], help="learning rate per optimizer step after the "

@@ -46,10 +46,11 @@ OPTIMIZERS = {
 }
 
 
-def defaults_help(field: str) -> str:
-    """' (default: 0.002 with adamw, 0.01 with sgd)' for lr or weight_decay, for --help."""
-    return " (default: " + ", ".join(f"{getattr(choice, field):g} with {name}"
-                                     for name, choice in OPTIMIZERS.items()) + ")"
+def defaults_help(field: str, default: str) -> str:
+    """' (--optimizer sgd: 0.01) (default: 0.002)' for lr or weight_decay, for --help: every optimizer's own."""
+    others = [f"--optimizer {name}: {getattr(choice, field):g}" for name, choice in OPTIMIZERS.items()
+              if name != default]
+    return f" ({', '.join(others)}) (default: {getattr(OPTIMIZERS[default], field):g})"
 
 
 def make_optimizer(model: nn.Module, cfg, groups: list[dict]) -> torch.optim.Optimizer:
