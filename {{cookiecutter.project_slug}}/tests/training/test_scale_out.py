@@ -2,6 +2,7 @@
 and 256 ranks, computed with the very DistributedSampler and functions a run uses (no processes, no group)."""
 
 import math
+import shutil
 
 import pytest
 import torch
@@ -93,18 +94,19 @@ def test_the_same_world_size_resumes_at_its_own_step_and_one_process_cannot_cont
 
 
 @pytest.mark.parametrize("world", WORLDS)
-def test_ranks_with_the_same_data_agree_and_one_odd_rank_is_named(tiny_data, world):
-    """The data agreement over `world` ranks' fingerprints: identical data agrees (even mounted elsewhere); one rank
-    missing a file, or with other classes, is named in one line."""
+def test_ranks_with_the_same_data_agree_and_one_odd_rank_is_named(tiny_data, tmp_path, world):
+    """The data agreement over `world` ranks' fingerprints: identical data agrees (also a copy at another path, as
+    on a node-local disk); a copy missing one image, or other classes, is named by its rank in one line."""
     from {{ cookiecutter.package_name }}.data.folders import load_splits
 
-    train_set, val_set = load_splits(tiny_data, 32)
-    mine = data_agreement.fingerprint(tiny_data, train_set, val_set)
-    assert data_agreement.disagreement([mine] * world) is None
-    short = load_splits(tiny_data, 32)[0]
-    short.samples = short.samples[:-1]
+    mine = data_agreement.fingerprint(tiny_data, *load_splits(tiny_data, 32))
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(tiny_data, copy)
+    same_elsewhere = data_agreement.fingerprint(copy, *load_splits(copy, 32))
+    assert data_agreement.disagreement([mine] * (world - 1) + [same_elsewhere]) is None
+    next(iter(sorted((copy / "train").rglob("*.png")))).unlink()
     odd_rank = world // 2 + 1
-    for odd in (data_agreement.fingerprint(tiny_data, short, val_set), {**mine, "classes": ["a", "b"]}):
+    for odd in (data_agreement.fingerprint(copy, *load_splits(copy, 32)), {**mine, "classes": ["a", "b"]}):
         fingerprints = [mine] * world
         fingerprints[odd_rank] = odd
         problem = data_agreement.disagreement(fingerprints)

@@ -23,8 +23,9 @@ def fingerprint(root: Path, train_set, val_set) -> dict:
     """Classes, split sizes and a digest of (relative path, label) of every sample, as plain values."""
     digest = hashlib.sha256()
     for split in (train_set, val_set):
-        for path, target in getattr(split, "samples", ()):  # a dataset without a file list: its sizes only
-            digest.update(f"{os.path.relpath(path, root)}\t{target}\n".encode())
+        for name, target in getattr(split, "samples", ()):  # a dataset without a file list: its sizes only
+            relative = os.path.relpath(name, root) if os.path.isabs(name) else name
+            digest.update(f"{relative}\t{target}\n".encode())
         digest.update(b"\0")  # the same files, split differently, differ
     return {"classes": list(train_set.classes), "train": len(train_set), "val": len(val_set),
             "files": digest.hexdigest()[:16]}
