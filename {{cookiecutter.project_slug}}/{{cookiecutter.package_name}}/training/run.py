@@ -106,7 +106,7 @@ class Run:
         run_state.check_classes(state, self.class_names, path)
         epoch, step = run_state.resume_position(state)
         # Another world size: the same sample of the epoch in this run's steps (or a ResumeLayoutError)
-        saved = run_state.saved_layout(state)
+        saved = run_state.saved_layout(state, path)
         self.start_epoch, self.start_step = epoch, progress.continue_at(saved, step, self.layout, f"{path}")
         self.resume_notes = progress.changes(saved, self.layout)
         run_state.restore_training(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
