@@ -1,4 +1,4 @@
-"""Measure a trained checkpoint on an ImageFolder split: accuracy, per-class table, confusion matrix.
+"""Measure a trained checkpoint on a split of its data: accuracy, per-class table, confusion matrix.
 
     python evaluate.py runs/latest/best.pt                     # the data, split and preprocessing it trained on
     python evaluate.py runs/exp1/best.pt --data other/data --split test
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from {{ cookiecutter.package_name }} import cli, config, data, metrics
+from {{ cookiecutter.package_name }}.data.splits import check_matches
 from {{ cookiecutter.package_name }}.data.unreadable import ReportingLoader, SkipUnreadable
 from {{ cookiecutter.package_name }}.devkit import precision
 from {{ cookiecutter.package_name }}.errors import ConfigError
@@ -29,9 +30,12 @@ def get_args_parser() -> argparse.ArgumentParser:
     """The evaluation flags."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
-    p.add_argument("--data", default=None, help="ImageFolder root (default: the data the checkpoint was trained "
-                                                "on, as its config records it; the demo data for a demo run)")
-    p.add_argument("--split", default="val", help="sub-folder of --data to measure (default: val)")
+    p.add_argument("--data", default=None, help="what train.py's --data takes (default: the data the checkpoint was "
+                                                "trained on, as its config records it; the demo data for a demo run)")
+    p.add_argument("--split", default="val", help="split of --data to measure: a sub-folder, a labels file's split "
+                                                  "value, or train/val as the run divided it (default: val)")
+    p.add_argument("--resplit", action="store_true", help="measure data that changed since the run recorded its "
+                                                          "--val-split, divided anew (val may hold trained images)")
     p.add_argument("--batch-size", type=int, default=None, help="default: the training run's batch size")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
     p.add_argument("--device", default=None, help=f"default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE}")
@@ -89,13 +93,17 @@ def run(args: argparse.Namespace) -> int:
     # quarter of the bytes to copy
     hw = Hardware.create(device, precision_name, bool(trained.get("channels_last")), mean=prep.mean, std=prep.std)
     model = model.to(memory_format=hw.memory_format)
-    dataset = data.image_folder(data_root(args.data, trained), args.split, prep, train=False,
-                                val_split=run_state.val_split(state), seed=trained.get("seed", 0))
+    root = data_root(args.data, trained)
+    dataset = data.image_folder(root, args.split, prep, train=False, val_split=run_state.val_split(state),
+                                seed=trained.get("seed", 0))
+    if not args.resplit:  # the run's own division of its data, or a refusal (data/splits.py)
+        check_matches(state.get("split"), dataset.split_record, str(root))
     dataset.transform = data.build_transforms(prep, train=False, normalize=False)
     if dataset.classes != class_names:
         raise data.DataError(f"{args.split}/ holds classes {dataset.classes}, but the checkpoint knows {class_names}")
-    if note:  # after the checks: a refusal stays one line
-        print(note, file=sys.stderr)
+    for line in [*dataset.notes, note]:  # after the checks: a refusal stays one line
+        if line:
+            print(line, file=sys.stderr)
     # An unreadable image is skipped as training's validation skips it (its place goes to the next
     # readable image), so the numbers still equal metrics.csv's; each is named once and counted.
     unreadable: set[str] = set()

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader, Dataset
-from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from {{ cookiecutter.package_name }} import cli, config, model_files
-from {{ cookiecutter.package_name }}.data.folders import DataError, load_rgb
+from {{ cookiecutter.package_name }}.data.folders import DataError, load_rgb, short_side
+from {{ cookiecutter.package_name }}.data.listing import image_files, is_image_name
 from {{ cookiecutter.package_name }}.data.transforms import build_transforms
 from {{ cookiecutter.package_name }}.devkit.backends import pins_memory
 from {{ cookiecutter.package_name }}.devkit.precision import half_copy
@@ -57,7 +57,7 @@ def warn(message: str) -> None:
 
 def is_image(path: Path) -> bool:
     """Whether the file name has one of the extensions torchvision's ImageFolder reads."""
-    return path.suffix.lower() in IMG_EXTENSIONS
+    return is_image_name(path.name)
 
 
 def expand_inputs(inputs: list[str], warn: Callable[[str], None]) -> list[Path]:
@@ -67,8 +67,11 @@ def expand_inputs(inputs: list[str], warn: Callable[[str], None]) -> list[Path]:
         path = Path(item)
         if path.is_file():
             found[path] = None
-        elif path.is_dir():
-            found.update((p, None) for p in sorted(path.rglob("*")) if p.is_file() and is_image(p))
+        elif path.is_dir():  # the listing training uses: no directory links followed, hidden names skipped
+            listing = image_files(path)
+            found.update((Path(p), None) for p in listing.paths)
+            if listing.note():
+                warn(f"{listing.note()} (in {item})")
         elif glob.has_magic(item):
             matches = [Path(m) for m in sorted(glob.glob(item, recursive=True))]
             for match in matches:
@@ -83,8 +86,8 @@ def expand_inputs(inputs: list[str], warn: Callable[[str], None]) -> list[Path]:
 class ImagePaths(Dataset):
     """Images by path; an unreadable one yields its error instead of a tensor, for the collate to drop."""
 
-    def __init__(self, paths: list[Path], transform: Callable):
-        self.paths, self.transform = paths, transform
+    def __init__(self, paths: list[Path], transform: Callable, short_side: int | None = None):
+        self.paths, self.transform, self.short_side = paths, transform, short_side  # short_side: the memory budget
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -92,7 +95,7 @@ class ImagePaths(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor | None, int, str | None]:
         path = str(self.paths[index])
         try:
-            return self.transform(load_rgb(path)), index, None  # (3, H, W), on the CPU
+            return self.transform(load_rgb(path, self.short_side)), index, None  # (3, H, W), on the CPU
         except DataError as error:  # the warning names the path itself; keep only the why
             return None, index, str(error).removeprefix(f"cannot read image {path}: ")
 
@@ -151,7 +154,8 @@ def predict(args: argparse.Namespace) -> int:
     paths = expand_inputs(args.inputs, warn)
     if not paths:
         raise DataError(f"no images found in {' '.join(args.inputs)}")
-    dataset = ImagePaths(paths, build_transforms(predictor.metadata.preprocessing(), train=False))
+    prep = predictor.metadata.preprocessing()
+    dataset = ImagePaths(paths, build_transforms(prep, train=False), short_side(prep))
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
                         collate_fn=collate_readable, pin_memory=pins_memory(predictor.device))
     k = min(args.topk, len(class_names))

@@ -104,6 +104,7 @@ def prepare_out(run: Run, out: Path, device: torch.device, plan: run_folder.Plan
                                              "device_identity": devkit.device_identity(device),  # which card
                                              "image_size": run.image_size, "class_names": run.class_names,
                                              "preprocessing": run.preprocessing.to_dict(),
+                                             "split": run.split,  # the --val-split record (data/splits.py)
                                              "environment": outputs.run_environment()})  # to rerun it
     if not plan.resume:  # epoch 0: even a run killed in its first epoch can be resumed
         run_state.save(out / "last.pt", run.state(0))

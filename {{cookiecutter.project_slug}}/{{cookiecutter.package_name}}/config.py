@@ -47,7 +47,8 @@ def default_workers(most: int = 8) -> int:
 class TrainConfig:
     """Everything a training run depends on; saved as config.json and inside checkpoints."""
 
-    data: str | None = None  # ImageFolder root holding train/ and val/; None means the demo data
+    data: str | None = None  # class folders (train/ val/, or split by val_split), a labels .csv, or module:function
+    # (data/folders.py); None means the demo data
     device: str = DEFAULT_DEVICE  # a spec for resolve_device: --device, else $<PACKAGE>_DEVICE, else this
     epochs: int = 3
     batch_size: int = 32
@@ -75,6 +76,7 @@ class TrainConfig:
     logger: str = "none"  # none | tensorboard (event files in `out`; needs the .[tensorboard] extra)
     # Fine-tuning (finetune.py); the defaults train every parameter at one learning rate.
     val_split: float = 0.2  # --data of class folders without train/ and val/: this fraction of each class validates
+    resplit: bool = False  # with --resume: divide data that changed since the run's --val-split anew (data/splits.py)
     freeze_backbone: bool = False  # train the head only: backbone weights and BatchNorm statistics stay as loaded
     unfreeze_at: int | None = None  # with freeze_backbone: the epoch from which the whole model trains
     backbone_lr_scale: float = 1.0  # the backbone learns at lr * this, the head at lr

@@ -54,10 +54,14 @@ def _default(name: str) -> str:
 
 def _data_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
-    g.add_argument("--data", help="ImageFolder root with train/ and val/, or class folders split by --val-split "
-                                  "(default: built-in demo data)")
+    g.add_argument("--data", help="a folder with train/ and val/ of class folders; a folder of class folders "
+                                  "split by --val-split; a labels .csv (path,label[,split]) or a folder holding "
+                                  "labels.csv; or module:function returning your own dataset (default: built-in "
+                                  "demo data)")
     g.add_argument("--val-split", type=float, metavar="F", help="--data of class folders without train/ and val/: "
                    "the fraction of each class that validates (stratified, seeded by --seed)" + _default("val_split"))
+    g.add_argument("--resplit", action="store_true", help="with --resume: divide data that changed since the run "
+                   "recorded its --val-split anew (validation may then hold images it trained on)")
     g.add_argument("--image-size", type=int, help=f"default: {DEMO_IMAGE_SIZE} for the demo data; the weights' crop "
                                                   "when pretrained; else the data's typical image size")
     g.add_argument("--augment", choices=CHOICES["augment"], help="training augmentation: none; light (small "
@@ -207,7 +211,7 @@ def resumed(settled: Settled, saved: dict, source: str,
     for name in sorted(settled.explicit & fields):
         typed = getattr(settled.cfg, name)
         was = trained_image_size if name == "image_size" and own.get(name) is None else own.get(name, typed)
-        if typed == was or name in ("out", "resume", "overwrite"):
+        if typed == was or name in ("out", "resume", "overwrite", "resplit"):
             continue
         flag = f"--{name.replace('_', '-')}"
         if name not in MAY_CHANGE_ON_RESUME:
@@ -215,7 +219,7 @@ def resumed(settled: Settled, saved: dict, source: str,
                               f"out to resume, or start a new run from its weights with --init-from {source}")
         notes.append(f"resume: {flag} {typed} (the run had {was})")
     # How and where this process runs is its own: the device spec, the run folder and what to continue from.
-    keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite")}
+    keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite", "resplit")}
     chosen = {**own, **{name: getattr(settled.cfg, name) for name in settled.explicit & fields}, **keep}
     cfg = dataclasses.replace(settled.cfg, **chosen)
     check(cfg)

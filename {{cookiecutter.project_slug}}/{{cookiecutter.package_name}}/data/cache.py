@@ -16,19 +16,19 @@ import math
 
 import torch
 from torch.utils.data import DataLoader, Dataset
-from torchvision import datasets
 from torchvision.transforms import v2
 
-from .folders import DataError
+from .dataset import Decoded
+from .errors import DataError
 from .transforms import Preprocessing, build_transforms
 
 _DECODE_BATCH = 64
 
 
 class CachedImages(Dataset):
-    """An ImageFolder held in memory as uint8; same `classes`, `class_to_idx` and `targets`."""
+    """A Decoded dataset held in memory as uint8; same `classes`, `class_to_idx` and `targets`."""
 
-    def __init__(self, images: torch.Tensor, source: datasets.ImageFolder, transform: v2.Compose):
+    def __init__(self, images: torch.Tensor, source: Decoded, transform: v2.Compose):
         self.images = images  # (N, 3, S, S) uint8
         self.targets = list(source.targets)
         self.classes, self.class_to_idx = source.classes, source.class_to_idx
@@ -57,7 +57,7 @@ def check_budget(count: int, image_size: int, budget_mb: int) -> None:
                         f"over the budget of {budget_mb} MB; drop --cache-images or raise --cache-budget-mb")
 
 
-def decode_all(dataset: datasets.ImageFolder, image_size: int, workers: int = 0) -> torch.Tensor:
+def decode_all(dataset: Decoded, image_size: int, workers: int = 0) -> torch.Tensor:
     """Every image of `dataset` decoded, resized and centre-cropped: uint8 (N, 3, S, S)."""
     resized = copy.copy(dataset)  # same files and loader, a decode-and-resize-only transform
     resized.transform = v2.Compose([v2.ToImage(), v2.Resize(image_size, antialias=True), v2.CenterCrop(image_size)])
@@ -70,7 +70,7 @@ def decode_all(dataset: datasets.ImageFolder, image_size: int, workers: int = 0)
     return images
 
 
-def cache_splits(train_set: datasets.ImageFolder, val_set: datasets.ImageFolder, image_size: int | Preprocessing,
+def cache_splits(train_set: Decoded, val_set: Decoded, image_size: int | Preprocessing,
                  budget_mb: int, workers: int = 0) -> tuple[CachedImages, CachedImages]:
     """Both splits decoded once into memory, after checking that they fit in `budget_mb`."""
     prep = image_size if isinstance(image_size, Preprocessing) else Preprocessing(image_size)

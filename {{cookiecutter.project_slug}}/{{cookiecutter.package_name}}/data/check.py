@@ -1,8 +1,9 @@
 """`python -m {{ cookiecutter.package_name }}.data check DATA`: find what would stop a run before it starts.
 
-Every image of train/ and val/ is decoded in worker processes with a progress bar; the report
-lists unreadable files, empty classes, class balance and image sizes, and the exit code is 1
-when anything in it would stop a run.
+DATA is read exactly as train.py reads it (data/folders.py: the same listing, layout rules and
+--val-split division) and every image of its train and val splits is decoded in worker processes,
+as training decodes it, with a progress bar; the report lists unreadable files, empty classes,
+class balance and image sizes, and the exit code is 1 when anything in it would stop a run.
 """
 
 from __future__ import annotations
@@ -14,79 +15,112 @@ import statistics
 import sys
 from pathlib import Path
 
-from torchvision.datasets.folder import IMG_EXTENSIONS
 from tqdm import tqdm
 
-from .folders import DataError, load_rgb
+from .errors import DataError
+from .folders import load_splits, open_data
 
 SPLITS = ("train", "val")
+CHECK_SIZE = 224  # the image size the memory budget is checked at when --image-size is not given
+_dataset = None  # the split a worker process decodes (set by _start)
 
 
-def _image_files(split_dir: Path) -> dict[str, list[str]]:
-    """class name -> its image files, as ImageFolder would list them (empty classes included)."""
-    classes = sorted(entry.name for entry in os.scandir(split_dir) if entry.is_dir())
-    return {name: sorted(str(path) for path in (split_dir / name).rglob("*")
-                         if path.is_file() and path.suffix.lower() in IMG_EXTENSIONS) for name in classes}
+def _start(dataset) -> None:
+    """Pool initializer: keep the split to decode in this worker."""
+    global _dataset
+    _dataset = dataset
 
 
-def _probe(path: str) -> tuple[str, tuple[int, int] | None, str]:
-    """(path, (width, height) or None, reason): decoded exactly as training decodes it."""
+def _probe(index: int) -> tuple[str, tuple[int, int] | None, str]:
+    """(name, (width, height) or None, reason): decoded exactly as training decodes it."""
+    name = _dataset.name(index)
     try:
-        return path, load_rgb(path).size, ""
+        return name, _dataset[index][0].size, ""
     except DataError as error:
-        return path, None, str(error).removeprefix(f"cannot read image {path}: ")
+        return name, None, str(error).removeprefix(f"cannot read image {name}: ")
 
 
-def scan(root: Path, workers: int, max_fraction: float, progress: bool = True) -> tuple[list[str], list[str]]:
-    """Decode every image of root/train and root/val; return (report lines, problems that would stop a run)."""
-    lines, problems, classes_of = [], [], {}
-    for split in SPLITS:
-        folder = Path(root) / split
-        if not folder.is_dir():
-            problems.append(f"{folder} is missing: expected {root}/{split}/<class>/<image>")
-            continue
-        files = _image_files(folder)
-        classes_of[split] = list(files)
-        paths = [path for names in files.values() for path in names]
-        with multiprocessing.Pool(workers) as pool:
-            results = list(tqdm(pool.imap(_probe, paths, chunksize=16), total=len(paths), desc=f"check {split}",
-                                disable=not progress, leave=False))
-        bad = [(path, reason) for path, size, reason in results if size is None]
-        sizes = [size for _, size, _ in results if size is not None]
-        lines.append(f"{split}: {len(paths)} images, {len(files)} classes, {len(bad)} unreadable")
-        for name, names in files.items():
-            lines.append(f"  {name}: {len(names)} ({len(names) / max(len(paths), 1):.1%})")
-            if not names:
-                problems.append(f"{split}/{name} holds no images")
-        if sizes:
-            widths, heights = [w for w, _ in sizes], [h for _, h in sizes]
-            lines.append(f"  sizes: width {min(widths)}..{max(widths)} (median {statistics.median(widths):g}), "
-                         f"height {min(heights)}..{max(heights)} (median {statistics.median(heights):g})")
-        lines.extend(f"  unreadable: {path}: {reason}" for path, reason in bad)
-        if len(bad) > max_fraction * len(paths):
-            problems.append(f"{len(bad)} of {len(paths)} images in {split}/ are unreadable "
-                            f"(--max-bad-fraction {max_fraction:g})")
-    if len(classes_of) == 2 and classes_of["train"] != classes_of["val"]:
-        problems.append(f"train/ classes {classes_of['train']} differ from val/ classes {classes_of['val']}")
+def _decode(dataset, split: str, workers: int, progress: bool) -> list[tuple[str, tuple[int, int] | None, str]]:
+    """Every image of `dataset`, probed in `workers` processes."""
+    with multiprocessing.Pool(workers, initializer=_start, initargs=(dataset,)) as pool:
+        return list(tqdm(pool.imap(_probe, range(len(dataset)), chunksize=16), total=len(dataset),
+                         desc=f"check {split}", disable=not progress, leave=False))
+
+
+def report_split(dataset, split: str, workers: int, max_fraction: float, progress: bool) -> tuple[list[str], list[str]]:
+    """Decode one split; return (report lines, problems that would stop a run)."""
+    dataset.transform = None  # PIL images: their size is the report's
+    results = _decode(dataset, split, workers, progress)
+    bad = [(name, reason) for name, size, reason in results if size is None]
+    sizes = [size for _, size, _ in results if size is not None]
+    lines = [f"{split}: {len(results)} images, {len(dataset.classes)} classes, {len(bad)} unreadable"]
+    counts = {name: 0 for name in dataset.classes}
+    for target in dataset.targets:
+        counts[dataset.classes[target]] += 1
+    problems = [f"{split}/{name} holds no images" for name, count in counts.items() if not count]
+    lines += [f"  {name}: {count} ({count / max(len(results), 1):.1%})" for name, count in counts.items()]
+    if sizes:
+        widths, heights = [w for w, _ in sizes], [h for _, h in sizes]
+        lines.append(f"  sizes: width {min(widths)}..{max(widths)} (median {statistics.median(widths):g}), "
+                     f"height {min(heights)}..{max(heights)} (median {statistics.median(heights):g})")
+    lines.extend(f"  unreadable: {name}: {reason}" for name, reason in bad)
+    if len(bad) > max_fraction * len(results):
+        problems.append(f"{len(bad)} of {len(results)} images in {split}/ are unreadable "
+                        f"(--max-bad-fraction {max_fraction:g})")
     return lines, problems
+
+
+def scan(root: Path, workers: int, max_fraction: float, progress: bool = True, *, val_split: float | None = None,
+         seed: int = 0, image_size: int = CHECK_SIZE) -> tuple[list[str], list[str]]:
+    """Read DATA as training does and decode its train and val splits; return (report lines, problems)."""
+    try:
+        splits = load_splits(root, image_size, val_split=val_split, seed=seed, allow_empty=True)
+    except DataError as error:
+        return [], [str(error)]
+    lines, problems = list(dict.fromkeys(splits[0].notes + splits[1].notes)), []
+    if splits[0].split_record.get("rule") == "val_split":
+        lines.append(f"divided by --val-split {val_split} (seed {seed}): no train/ and val/ folders")
+    for split, dataset in zip(SPLITS, splits):
+        split_lines, split_problems = report_split(dataset, split, workers, max_fraction, progress)
+        lines += split_lines
+        problems += split_problems
+    return lines, problems
+
+
+def get_args_parser() -> argparse.ArgumentParser:
+    """The data check's flags (the data flags train.py would use take the same defaults)."""
+    from ..config import TrainConfig
+
+    defaults = TrainConfig()
+    p = argparse.ArgumentParser(prog=f"python -m {__package__}", description="Check a dataset as train.py reads it.")
+    sub = p.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="decode every image of DATA's train and val splits and report problems")
+    check.add_argument("data", help="what train.py's --data takes: train/ and val/ of class folders, class "
+                                    "folders divided by --val-split, a labels .csv, or module:function")
+    check.add_argument("--val-split", type=float, default=defaults.val_split,
+                       help="as train.py's (default: %(default)s)")
+    check.add_argument("--seed", type=int, default=defaults.seed, help="as train.py's (default: %(default)s)")
+    check.add_argument("--image-size", type=int, default=CHECK_SIZE,
+                       help="the size a run resizes to, for the memory budget of data/images.py (default: %(default)s)")
+    check.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="decoding processes")
+    check.add_argument("--max-bad-fraction", type=float, default=defaults.max_bad_fraction)
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m <package>.data check DATA`: print the report; exit 0 fine, 1 a run would stop, 2 bad input."""
-    from ..config import TrainConfig
-
-    p = argparse.ArgumentParser(prog=f"python -m {__package__}.data", description="Check an ImageFolder dataset.")
-    sub = p.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("check", help="decode every image of DATA/train and DATA/val and report problems")
-    check.add_argument("data", help="ImageFolder root with train/ and val/")
-    check.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="decoding processes")
-    check.add_argument("--max-bad-fraction", type=float, default=TrainConfig().max_bad_fraction)
-    args = p.parse_args(argv)
-    if not Path(args.data).is_dir() or args.workers < 1:
-        print(f"error: {args.data} is not a directory" if args.workers >= 1 else "error: --workers must be >= 1",
-              file=sys.stderr)
+    args = get_args_parser().parse_args(argv)
+    if args.workers < 1 or args.image_size < 1:
+        print("error: --workers and --image-size must be >= 1", file=sys.stderr)
         return 2
-    lines, problems = scan(Path(args.data), args.workers, args.max_bad_fraction, progress=sys.stderr.isatty())
+    try:
+        open_data(args.data)  # what --data names must exist; what it holds is the report's
+    except DataError as error:
+        if not Path(args.data).exists() and ":" not in args.data:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    lines, problems = scan(args.data, args.workers, args.max_bad_fraction, progress=sys.stderr.isatty(),
+                           val_split=args.val_split, seed=args.seed, image_size=args.image_size)
     print("\n".join(lines))
     for problem in problems:
         print(f"problem: {problem}")

@@ -1,79 +1,35 @@
-"""ImageFolder data on disk: the train/ and val/ splits (or a stratified split of class folders), and
-reading one image as RGB.
+"""What `--data` names, opened the one way training, evaluate.py and the data check share, and divided into splits.
+
+`--data` is one of:
+- a folder of split folders (train/, val/, any other for evaluate.py --split) of class folders;
+- a folder of class folders, divided by --val-split (data/splits.py; the division is recorded);
+- a labels file: a .csv, or a folder holding labels.csv (data/labels_csv.py);
+- `module:function`, an import path to the user's own dataset: the function returns an ImageDataset
+  (data/dataset.py), divided by --val-split, or a dict of them by split name.
+Folders are listed by data/listing.py (no directory links followed, hidden names skipped and noted,
+aliased class folders refused).
 """
 
 from __future__ import annotations
 
-import random
-import struct
+import importlib
+import re
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image, ImageOps
-from torchvision import datasets
 
-from ..errors import UserError
+from .dataset import Decoded, FileImages, ImageDataset, Subset, check_dataset
+from .errors import DataError
+from .images import DECODE_ERRORS, load_rgb
+from .labels_csv import LABELS_FILE, labels_file, read_labels
+from .listing import IMG_EXTENSIONS, list_classes
+from .splits import record, split_indices
 from .transforms import Preprocessing, build_transforms
 
+__all__ = ["DECODE_ERRORS", "DataError", "load_rgb", "split_indices", "image_folder", "load_splits", "class_counts",
+           "open_data", "has_split_folders"]
 
-class DataError(UserError):
-    """The data folder is missing, empty or malformed."""
-
-
-# What Pillow raises for a file it cannot decode: OSError and ValueError for most damage, SyntaxError and
-# struct.error from some format plugins, DecompressionBombError (neither of those) for a file whose
-# pixel count would exhaust memory (Image.MAX_IMAGE_PIXELS).
-DECODE_ERRORS = (OSError, ValueError, SyntaxError, struct.error, Image.DecompressionBombError)
-_WIDE_INTEGER_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")  # 16- and 32-bit grey levels
-
-
-def _to_8_bit(image: Image.Image) -> Image.Image:
-    """A grey image of 16-bit or 32-bit integers, or of floats, as 8-bit grey ("L").
-
-    convert("RGB") clips such values to 0..255, so a mid-grey 16-bit PNG (32768) turns white and a
-    float TIFF in [0, 1] black. Integers are scaled by their range (16 bits unless the values are
-    larger), floats in [0, 1] by 255, any other float range from its minimum to its maximum.
-    """
-    values = np.nan_to_num(np.asarray(image, dtype=np.float64))  # (H, W)
-    low, high = 0.0, 65535.0
-    if image.mode == "F":
-        in_unit_range = values.size == 0 or (values.min() >= 0 and values.max() <= 1)
-        low, high = (0.0, 1.0) if in_unit_range else (float(values.min()), float(values.max()))
-    elif values.size and values.max() > high:  # 32-bit integers beyond 16 bits: their own range
-        high = float(values.max())
-    scaled = (values - low) / max(high - low, 1e-12) * 255.0
-    return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8))  # (H, W) uint8: mode "L"
-
-
-def load_rgb(path: str) -> Image.Image:
-    """Open an image as 8-bit RGB, upright (its EXIF orientation applied), deep grey levels scaled to 8 bits.
-
-    A decode failure of any kind (see DECODE_ERRORS) becomes a DataError naming the file.
-    """
-    try:
-        with Image.open(path) as image:
-            image = ImageOps.exif_transpose(image)  # a phone's portrait photo is stored sideways
-            if image.mode in _WIDE_INTEGER_MODES or image.mode == "F":
-                image = _to_8_bit(image)
-            return image.convert("RGB")
-    except DECODE_ERRORS as error:
-        raise DataError(f"cannot read image {path}: {error}") from None
-
-
-def split_indices(targets: list[int], val_split: float, seed: int) -> tuple[list[int], list[int]]:
-    """A stratified, seeded split: `val_split` of each class (at least one image where it has two) to val."""
-    if not 0.0 < val_split < 1.0:
-        raise DataError(f"--val-split must be between 0 and 1, got {val_split}")
-    rng = random.Random(seed)
-    train_indices, val_indices = [], []
-    for label in sorted(set(targets)):
-        indices = [i for i, target in enumerate(targets) if target == label]
-        rng.shuffle(indices)
-        count = min(max(round(len(indices) * val_split), 1), len(indices) - 1) if len(indices) > 1 else 0
-        val_indices += indices[:count]
-        train_indices += indices[count:]
-    return sorted(train_indices), sorted(val_indices)
+IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:function
 
 
 def has_split_folders(root: Path) -> bool:
@@ -81,40 +37,118 @@ def has_split_folders(root: Path) -> bool:
     return (Path(root) / "train").is_dir() or (Path(root) / "val").is_dir()
 
 
-def image_folder(root: Path, split: str, image_size: int | Preprocessing, train: bool, *,
-                 val_split: float | None = None, seed: int = 0) -> datasets.ImageFolder:
-    """One split of an ImageFolder tree, with a DataError when it is missing or empty.
-
-    A root of class folders without train/ and val/ is split by `split_indices(val_split, seed)`.
-    """
-    folder = Path(root) / split
-    if not folder.is_dir() and val_split and split in ("train", "val") and not has_split_folders(root):
-        folder = Path(root)
-    elif not folder.is_dir():
-        raise DataError(f"{folder} is not a directory: expected {root}/{split}/<class>/<image>, "
-                        f"or {root}/<class>/<image> split by --val-split")
+def _from_import_path(spec: str) -> tuple[dict[str, ImageDataset], ImageDataset | None]:
+    """The user's own dataset: `module:function` called with no arguments."""
+    module_name, _, attribute = spec.partition(":")
     try:
-        dataset = datasets.ImageFolder(str(folder), transform=build_transforms(image_size, train), loader=load_rgb)
-    except (FileNotFoundError, RuntimeError) as error:
-        raise DataError(f"{folder}: {error}") from None
-    if folder == Path(root):
-        keep = split_indices(dataset.targets, val_split, seed)[split == "val"]
-        dataset.samples = dataset.imgs = [dataset.samples[i] for i in keep]
-        dataset.targets = [target for _, target in dataset.samples]
-    return dataset
+        made = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise DataError(f"--data {spec}: cannot import it ({error})") from None
+    made = made() if callable(made) and not isinstance(made, ImageDataset) else made
+    if isinstance(made, dict):
+        for split, dataset in made.items():
+            check_dataset(dataset, f"--data {spec} [{split!r}]")
+        return dict(made), None
+    check_dataset(made, f"--data {spec}")
+    return {}, made
 
 
-def load_splits(root: Path, image_size: int | Preprocessing, *, val_split: float | None = None,
-                seed: int = 0) -> tuple[datasets.ImageFolder, datasets.ImageFolder]:
-    """The train and val splits, checked to share one list of classes."""
-    train_set = image_folder(root, "train", image_size, train=True, val_split=val_split, seed=seed)
-    val_set = image_folder(root, "val", image_size, train=False, val_split=val_split, seed=seed)
+class DataSource:
+    """What `--data` names, opened once: its named splits (listed when asked for), or one dataset to divide."""
+
+    def __init__(self, data: str | Path, allow_empty: bool = False):
+        self.data, path, self.allow_empty = str(data), Path(data), allow_empty  # allow_empty: the check reports them
+        self.named: dict[str, ImageDataset] = {}
+        self.whole: ImageDataset | None = None
+        self.folder: Path | None = None  # a folder whose split folders are listed on demand
+        self.notes: list[str] = []
+        csv_path = labels_file(path)
+        if csv_path is not None:
+            self.named, self.whole = read_labels(csv_path)
+        elif path.is_dir():
+            self.folder = path if has_split_folders(path) else None
+            self.whole = None if self.folder else self._listed(path)
+        elif IMPORT_PATH.match(self.data) and not path.exists():
+            self.named, self.whole = _from_import_path(self.data)
+        else:
+            raise DataError(f"--data {data}: not a folder, a .csv labels file or a module:function dataset")
+
+    def _listed(self, folder: Path) -> FileImages:
+        listing = list_classes(folder)
+        if not listing.classes:
+            layouts = "" if folder != Path(self.data) else (f", {folder}/train/<class>/<image> and val/, or "
+                                                            f"{folder}/{LABELS_FILE}")
+            raise DataError(f"{folder} holds no class folders: expected {folder}/<class>/<image>{layouts}")
+        present = set(listing.targets)
+        empty = [name for index, name in enumerate(listing.classes) if index not in present]
+        if empty and not self.allow_empty:
+            raise DataError(f"{folder}: class folder(s) {', '.join(empty)} hold no images (extensions: "
+                            f"{', '.join(IMG_EXTENSIONS)})")
+        if listing.note():
+            self.notes.append(listing.note())
+        return FileImages(listing.paths, listing.targets, listing.classes, str(folder))
+
+    def split(self, split: str) -> ImageDataset | None:
+        """The named split `split` (a split folder, a split column's value, a factory's key), or None."""
+        if self.folder is not None and split not in self.named and (self.folder / split).is_dir():
+            self.named[split] = self._listed(self.folder / split)
+        return self.named.get(split)
+
+
+def open_data(data: str | Path, allow_empty: bool = False) -> DataSource:
+    """Open `--data` (see the module docstring); DataError when it is none of those, or (unless `allow_empty`)
+    when a class folder holds no image."""
+    return DataSource(data, allow_empty)
+
+
+def choose(source: DataSource, split: str, val_split: float | None, seed: int) -> tuple[ImageDataset, dict]:
+    """Split `split` of the data and how it was chosen ({"rule": "named"}, or the --val-split record)."""
+    named = source.split(split)
+    if named is not None:
+        return named, {"rule": "named"}
+    if source.whole is None or split not in ("train", "val") or not val_split:
+        where = f"{source.data}/{split}" if source.folder or source.whole is not None else source.data
+        raise DataError(f"{where}: no split named {split!r}: expected {source.data}/{split}/<class>/<image>, "
+                        f"{source.data}/<class>/<image> divided by --val-split, or a labels.csv with a split column")
+    train_indices, val_indices = split_indices(list(source.whole.targets), val_split, seed)
+    return Subset(source.whole, val_indices if split == "val" else train_indices), record(source.whole, val_split, seed)
+
+
+def short_side(prep: Preprocessing) -> int:
+    """The size images are resized to (their shorter side) before the crop: what the memory budget checks."""
+    return max(prep.resize_size or prep.image_size, prep.image_size)
+
+
+def decoded(source: DataSource, split: str, image_size: int | Preprocessing, train: bool,
+            val_split: float | None, seed: int) -> Decoded:
+    """Split `split` as (tensor, target) samples, with `split_record` and `notes` attached."""
+    prep = image_size if isinstance(image_size, Preprocessing) else Preprocessing(image_size)
+    dataset, how = choose(source, split, val_split, seed)
+    if len(dataset) == 0 and how["rule"] == "named":
+        raise DataError(f"{source.data}: split {split!r} holds no images")
+    samples = Decoded(dataset, build_transforms(prep, train), short_side(prep))
+    samples.split_record, samples.notes = how, list(source.notes)
+    return samples
+
+
+def image_folder(root: Path | str, split: str, image_size: int | Preprocessing, train: bool, *,
+                 val_split: float | None = None, seed: int = 0) -> Decoded:
+    """One split of `--data` (any kind: see the module docstring), with a DataError when it is missing or empty."""
+    return decoded(open_data(root), split, image_size, train, val_split, seed)
+
+
+def load_splits(root: Path | str, image_size: int | Preprocessing, *, val_split: float | None = None,
+                seed: int = 0, allow_empty: bool = False) -> tuple[Decoded, Decoded]:
+    """The train and val splits of `--data` (opened once), checked to share one list of classes."""
+    source = open_data(root, allow_empty)
+    val_set = decoded(source, "val", image_size, False, val_split, seed)  # first: a missing val/ is named as such
+    train_set = decoded(source, "train", image_size, True, val_split, seed)
     if train_set.classes != val_set.classes:
         raise DataError(f"{root}: train/ classes {train_set.classes} differ from val/ classes {val_set.classes}")
     return train_set, val_set
 
 
-def class_counts(dataset: datasets.ImageFolder) -> torch.Tensor:
+def class_counts(dataset) -> torch.Tensor:
     """Images per class, as a float tensor of shape (num_classes,)."""
     counts = torch.zeros(len(dataset.classes))
     for target in dataset.targets:

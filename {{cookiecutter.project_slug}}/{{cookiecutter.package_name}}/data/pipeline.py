@@ -15,10 +15,11 @@ import torch
 
 from ..training.distributed import eval_shard, main_process_first, train_sampler
 from .cache import cache_splits
-from .demo import DEMO_ROOT, write_demo_dataset
-from .folders import DataError, class_counts, load_splits
+from .demo import DEMO_IMAGE_SIZE, DEMO_ROOT, write_demo_dataset
+from .folders import DataError, class_counts, load_splits, short_side
 from .loaders import build_loader
 from .preprocessing import choose_preprocessing
+from .splits import check_matches
 from .transforms import Preprocessing, build_transforms
 from .unreadable import ReportingLoader, SkipUnreadable, UnreadableLog
 
@@ -33,6 +34,8 @@ class Loaders:
     class_counts: torch.Tensor  # (C,) training images per class, for balanced loss weights
     preprocessing: Preprocessing
     unreadable: UnreadableLog  # unreadable files found so far, per split; saved in checkpoints
+    split: dict  # how train and val were chosen: {"rule": "named"} or the --val-split record (data/splits.py)
+    notes: list[str]  # what the listing left out (hidden names, directory links), for the CLI to print
 
 
 def check_trainable(root: Path, train_set, val_set) -> None:
@@ -52,18 +55,27 @@ def check_trainable(root: Path, train_set, val_set) -> None:
 
 
 def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = None,
-                  on_unreadable: Callable[[str, str, str], None] | None = None) -> Loaders:
+                  on_unreadable: Callable[[str, str, str], None] | None = None,
+                  recorded_split: dict | None = None) -> Loaders:
     """The run's training and validation loaders for `cfg` (a TrainConfig) on `device`.
 
     `saved`: the preprocessing of the checkpoint the weights come from (it wins unless --image-size
     is given). `on_unreadable(split, path, reason)` hears of each unreadable image as it is skipped.
+    `recorded_split`: the split of the run being resumed; data that no longer matches it is refused
+    (DataError) unless `cfg.resplit`.
     """
     with main_process_first():  # under ddp, one rank writes the demo data
         root = Path(cfg.data) if cfg.data else write_demo_dataset(DEMO_ROOT)
-    preprocessing = choose_preprocessing(cfg.backbone, cfg.data and root, cfg.image_size, cfg.pretrained, saved,
-                                         cfg.augment)
-    train_set, val_set = load_splits(root, preprocessing, val_split=cfg.val_split, seed=cfg.seed)
+    train_set, val_set = load_splits(root, DEMO_IMAGE_SIZE, val_split=cfg.val_split, seed=cfg.seed)
     check_trainable(root, train_set, val_set)
+    # sized from the training images themselves: any kind of --data (folders, labels file, own dataset)
+    preprocessing = choose_preprocessing(cfg.backbone, cfg.data and train_set.source, cfg.image_size,
+                                         cfg.pretrained, saved, cfg.augment)
+    for dataset, train in ((train_set, True), (val_set, False)):
+        dataset.transform, dataset.short_side = build_transforms(preprocessing, train), short_side(preprocessing)
+    if not getattr(cfg, "resplit", False):
+        check_matches(recorded_split, train_set.split_record, str(root))
+    split, notes = train_set.split_record, list(dict.fromkeys(train_set.notes + val_set.notes))
     class_names, counts = list(train_set.classes), class_counts(train_set)
     if cfg.cache_images:  # decode once: small runs become compute-bound (see cache.py); cached data has no bad files
         train_set, val_set = cache_splits(train_set, val_set, preprocessing, cfg.cache_budget_mb,
@@ -84,4 +96,4 @@ def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = No
                               sampler=eval_shard(val_set))
     return Loaders(ReportingLoader(train_loader, lambda path, reason: report("train", path, reason)),
                    ReportingLoader(val_loader, lambda path, reason: report("val", path, reason)),
-                   class_names, counts, preprocessing, unreadable)
+                   class_names, counts, preprocessing, unreadable, split, notes)

@@ -7,45 +7,56 @@ The one home of that decision; a resumed run or `--init-from` takes the checkpoi
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 from PIL import Image
-from torchvision import datasets
 
 from .. import backbones
+from .dataset import FileImages, ImageDataset
 from .demo import DEMO_IMAGE_SIZE
-from .folders import DataError
+from .errors import DataError
+from .folders import open_data
+from .images import DECODE_ERRORS
 from .transforms import DEFAULT_AUGMENT, Preprocessing
 
 
-def typical_image_size(root: Path, sample: int = 64) -> int:
-    """The median shorter side of up to `sample` images spread evenly over the tree (headers only)."""
-    files = sorted(path for path in Path(root).rglob("*")
-                   if path.suffix.lower() in datasets.folder.IMG_EXTENSIONS and path.is_file())
-    if not files:
-        raise DataError(f"{root}: no image files found; expected {root}/train/<class>/<image> and val/, "
-                        f"or {root}/<class>/<image>")
-    picked = files[::max(1, len(files) // sample)][:sample]
+def _dataset_of(data) -> ImageDataset:
+    """`data` itself when it is a dataset; else the training images of the --data it names."""
+    if isinstance(data, ImageDataset):
+        return data
+    source = open_data(data)
+    return source.whole if source.whole is not None else (source.split("train") or FileImages([], [], []))
+
+
+def typical_image_size(data, sample: int = 64) -> int:
+    """The median shorter side of up to `sample` images spread evenly over `data` (a dataset or --data); headers."""
+    dataset = _dataset_of(data)
+    if len(dataset) == 0:
+        raise DataError(f"{data}: no image files found; expected {data}/train/<class>/<image> and val/, "
+                        f"or {data}/<class>/<image>")
     sides = []
-    for path in picked:
+    for index in range(0, len(dataset), max(1, len(dataset) // sample))[:sample]:
+        item = dataset[index][0]
+        if isinstance(item, Image.Image):
+            sides.append(min(item.size))
+            continue
         try:
-            with Image.open(path) as image:  # reads the header, not the pixels
+            with Image.open(item) as image:  # reads the header, not the pixels
                 sides.append(min(image.size))
-        except (OSError, ValueError) as error:
-            raise DataError(f"cannot read image {path}: {error}") from None
+        except DECODE_ERRORS as error:
+            raise DataError(f"cannot read image {item}: {error}") from None
     return int(statistics.median(sides))
 
 
 SCRATCH_SIZE_BOUNDS = (32, 224)  # sizes measured from the data, for training from scratch, are kept within these
 
 
-def choose_preprocessing(backbone: str, root: Path | None, image_size: int | None,
+def choose_preprocessing(backbone: str, root, image_size: int | None,
                          pretrained: bool, saved: Preprocessing | None = None,
                          augment: str = DEFAULT_AUGMENT) -> Preprocessing:
     """The run's input size and normalisation, with the reason: the flag, the weights' checkpoint (`saved`,
     when resuming or starting from one), the demo's own size, the pretrained weights' preprocessing, or (from
-    scratch) the data's typical image size; training augments with recipe `augment` (a checkpoint's own when
-    `saved`)."""
+    scratch) the data's typical image size (`root`: --data or its training dataset; None: the demo data);
+    training augments with recipe `augment` (a checkpoint's own when `saved`)."""
     if image_size:
         return Preprocessing(image_size, reason="--image-size", augment=saved.augment if saved else augment)
     if saved is not None:

@@ -18,14 +18,14 @@ import torch.distributed as dist
 from torch.utils.data import Dataset
 
 from ..training import distributed
-from .folders import DataError
+from .errors import DataError
 
 MAX_IN_A_ROW = 32  # this many unreadable images one after another: the data is broken, not a file or two
 SPLITS = ("train", "val")
 
 
 class SkipUnreadable(Dataset):
-    """An ImageFolder whose unreadable images are replaced by the next readable one: (image, target, path, reason).
+    """A Decoded dataset whose unreadable images are replaced by the next readable: (image, target, path, reason).
 
     `path` and `reason` name the skipped file ("" when the image at `index` was readable).
     """
@@ -44,12 +44,12 @@ class SkipUnreadable(Dataset):
                 image, target = self.dataset[position]
             except DataError as error:
                 if offset == 0:
-                    skipped = self.dataset.samples[position][0]
+                    skipped = self.dataset.name(position)
                     reason = str(error).removeprefix(f"cannot read image {skipped}: ")
                 continue
             return image, target, skipped, reason
-        raise DataError(f"{MAX_IN_A_ROW} unreadable images in a row from {self.dataset.samples[index][0]}; "
-                        f"see python -m {__package__}.data check DATA")
+        raise DataError(f"{MAX_IN_A_ROW} unreadable images in a row from {self.dataset.name(index)}; "
+                        f"see python -m {__package__} check DATA")
 
 
 class ReportingLoader:
@@ -120,4 +120,4 @@ class UnreadableLog:
             if len(paths) > self.max_fraction * self.sizes[split]:
                 raise DataError(f"{len(paths)} of {self.sizes[split]} images in {split}/ are unreadable, more than "
                                 f"--max-bad-fraction {self.max_fraction:g} allows; see python -m "
-                                f"{__package__}.data check DATA")
+                                f"{__package__} check DATA")

@@ -39,9 +39,14 @@ from torch import nn
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DataParallel/DDP, torch.compile
 _WRAPPER_HOP = re.compile(r"(?:^|(?<=\.))(?:module|_orig_mod)\.")  # 'features.module.0.weight': a wrapped submodule
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colours and bold in torch's messages
-# What torch.load(weights_only=True) accepts besides tensors and the types in get_safe_globals().
 _NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}  # a full disk, or a full quota
-_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray, torch.device, torch.dtype, torch.Size)
+# What torch.load(weights_only=True) accepts besides tensors and the types in get_safe_globals(), and the
+# containers it rebuilds. The rules grew: bytes and bytearray load from torch 2.5, complex and set from 2.6
+# (torch 2.4 refuses all four, so a file saved with one would fail on resume).
+_PLAIN = (type(None), bool, int, float, str, torch.device, torch.dtype, torch.Size)
+_PLAIN += (bytes, bytearray) if torch.__version__ >= (2, 5) else ()
+_PLAIN += (complex,) if torch.__version__ >= (2, 6) else ()
+_SEQUENCES = (list, tuple, set) if torch.__version__ >= (2, 6) else (list, tuple)
 
 
 class CheckpointError(ValueError):
@@ -217,7 +222,7 @@ def unsafe_value(obj: Any, where: str = "") -> str | None:
             if found:
                 return found
         return None
-    if type(obj) in (list, tuple, set):
+    if type(obj) in _SEQUENCES:
         return next((found for i, value in enumerate(obj) if (found := unsafe_value(value, f"{where}[{i}]"))), None)
     return f"{where or 'the state'}: {type(obj).__module__}.{type(obj).__qualname__}"
 

@@ -29,7 +29,12 @@ class Run:
         # The weights' own preprocessing: a checkpoint's when continuing or starting from one
         source = run_state.read(cfg.resume or cfg.init_from) if cfg.resume or cfg.init_from else None
         data = build_loaders(cfg, device, saved=run_state.preprocessing(source) if source else None,
-                             on_unreadable=self.note_unreadable)
+                             on_unreadable=self.note_unreadable,
+                             recorded_split=source.get("split") if cfg.resume else None)  # refused if moved
+        self.split = data.split  # recorded in every checkpoint and config.json (data/splits.py)
+        if distributed.is_main_process():
+            for note in data.notes:  # what the listing left out: hidden names, directory links
+                print(note, file=sys.stderr)
         self.train_loader, self.val_loader, self.class_names = data.train_loader, data.val_loader, data.class_names
         self.preprocessing, self.unreadable = data.preprocessing, data.unreadable
         # A resumed run augments as its checkpoint did (build_loaders took its preprocessing); record that recipe
@@ -72,7 +77,7 @@ class Run:
             loss_fn=self.loss_fn, epoch=epoch, best_val_acc=self.best_acc, config=self.cfg.to_dict(),
             class_names=self.class_names, image_size=self.image_size, metrics=self.rows,
             preprocessing=self.preprocessing, ema=self.ema, weights=weights, step=step,
-            epoch_totals=epoch_totals, unreadable=self.unreadable.state())
+            epoch_totals=epoch_totals, unreadable=self.unreadable.state(), split=self.split)
 
     def close(self) -> None:
         """End the loaders' worker processes (train.py closes every Run, on success and on error alike)."""

@@ -54,7 +54,8 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
                    loss_fn: nn.Module, epoch: int, best_val_acc: float, config: dict, class_names: list[str],
                    image_size: int, metrics: list[dict], preprocessing: Preprocessing | None = None,
                    ema: AveragedModel | None = None, weights: str = "model", step: int = 0,
-                   epoch_totals: dict | None = None, unreadable: dict[str, list[str]] | None = None) -> dict[str, Any]:
+                   epoch_totals: dict | None = None, unreadable: dict[str, list[str]] | None = None,
+                   split: dict | None = None) -> dict[str, Any]:
     """A checkpoint of a run after `step` steps of `epoch` (0: after the whole epoch): CPU copies and plain values.
 
     `weights="ema"` puts the averaged weights under `model` (for a best.pt where they validated better).
@@ -72,7 +73,8 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
         "epoch": epoch,
         "step": step,
         "epoch_totals": dict(epoch_totals or {}),
-        "unreadable": {split: sorted(paths) for split, paths in (unreadable or {}).items()},
+        "unreadable": {name: sorted(paths) for name, paths in (unreadable or {}).items()},
+        "split": dict(split or {}),  # how train and val were chosen (data/splits.py): --resume and evaluate check it
         "best_val_acc": best_val_acc,
         "config": dict(config),
         "class_names": list(class_names),

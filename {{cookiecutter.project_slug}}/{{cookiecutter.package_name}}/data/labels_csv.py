@@ -1,0 +1,84 @@
+"""A labels file: a CSV of `path,label` rows (and an optional `split` column) beside a folder of images.
+
+    path,label,split
+    images/0001.jpg,cat,train
+    images/0002.jpg,dog,val
+
+`--data` names the CSV file itself, or a folder holding `labels.csv`. Paths are relative to the
+CSV's folder (or absolute). Classes are the labels, sorted. With a `split` column its values name the
+splits (train, val, and any other for evaluate.py --split); without one, --val-split divides the rows.
+A row naming a missing file, a file listed twice or an empty label is refused with the row's number.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+from .dataset import FileImages
+from .errors import DataError
+
+LABELS_FILE = "labels.csv"  # what a --data folder holds to be read as a labels file
+COLUMNS = ("path", "label")
+
+
+def labels_file(data: str | os.PathLike) -> Path | None:
+    """The labels file `data` names (a .csv, or a folder holding labels.csv), else None."""
+    path = Path(data)
+    if path.suffix.lower() == ".csv" and path.is_file():
+        return path
+    return path / LABELS_FILE if path.is_dir() and (path / LABELS_FILE).is_file() else None
+
+
+def read_rows(csv_path: Path) -> list[dict[str, str]]:
+    """The CSV's rows as dicts, checked for its columns (DataError naming what is missing)."""
+    try:
+        with open(csv_path, newline="", encoding="utf-8-sig") as handle:  # -sig: a spreadsheet's byte-order mark
+            reader = csv.DictReader(handle)
+            missing = [name for name in COLUMNS if name not in (reader.fieldnames or [])]
+            if missing:
+                raise DataError(f"{csv_path}: no column {', '.join(missing)}; the header must name path,label "
+                                f"(and optionally split), found {','.join(reader.fieldnames or [])}")
+            return list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise DataError(f"cannot read {csv_path}: {error}") from None
+
+
+def check_rows(rows: list[dict[str, str]], csv_path: Path, has_split: bool) -> list[str]:
+    """Every row's file as a path (relative to the CSV's folder); DataError at the first bad row."""
+    folder, seen, paths = csv_path.parent, {}, []
+    for number, row in enumerate(rows, start=2):  # row 1 is the header
+        name, label = (row.get("path") or "").strip(), (row.get("label") or "").strip()
+        if not name or not label or (has_split and not (row.get("split") or "").strip()):
+            raise DataError(f"{csv_path} row {number}: an empty path, label{' or split' if has_split else ''}")
+        path = str(folder / name)
+        if not os.path.isfile(path):
+            raise DataError(f"{csv_path} row {number}: {name} is not a file (paths are relative to {folder})")
+        if path in seen:
+            raise DataError(f"{csv_path} row {number}: {name} is listed again (row {seen[path]}); "
+                            "an image would be counted twice, or in two splits")
+        seen[path] = number
+        paths.append(path)
+    return paths
+
+
+def read_labels(csv_path: Path) -> tuple[dict[str, FileImages], FileImages | None]:
+    """(split name -> its images, when the CSV has a split column; else {}, and all images to divide)."""
+    rows = read_rows(csv_path)
+    has_split = bool(rows) and "split" in rows[0]
+    paths = check_rows(rows, csv_path, has_split)
+    if not paths:
+        raise DataError(f"{csv_path} lists no images")
+    classes = sorted({row["label"].strip() for row in rows})
+    index = {name: i for i, name in enumerate(classes)}
+    targets = [index[row["label"].strip()] for row in rows]
+    root = str(csv_path.parent)
+    if not has_split:
+        return {}, FileImages(paths, targets, classes, root)
+    named: dict[str, tuple[list[str], list[int]]] = {}
+    for path, target, row in zip(paths, targets, rows):
+        split_paths, split_targets = named.setdefault(row["split"].strip(), ([], []))
+        split_paths.append(path)
+        split_targets.append(target)
+    return {split: FileImages(p, t, classes, root) for split, (p, t) in named.items()}, None
