@@ -40,6 +40,7 @@ def resolve_modes(settled: settings.Settled, device: torch.device) -> tuple[str,
     cfg, explicit = settled.cfg, settled.explicit
     parallel_mode, parallel_note = wrapping.resolve_parallel(cfg.parallel if "parallel" in explicit else None,
                                                              cfg.parallel, device)
+    wrapping.check_combination(parallel_mode, cfg.compile)  # before anything is built or written
     precision_name, precision_note = precision.resolve_precision(
         cfg.precision if "precision" in explicit else None, cfg.precision, device)
     return parallel_mode, precision_name, [note for note in (parallel_note, precision_note) if note]
@@ -105,7 +106,10 @@ def prepare_out(run: Run, out: Path, device: torch.device, plan: run_folder.Plan
                                              "image_size": run.image_size, "class_names": run.class_names,
                                              "preprocessing": run.preprocessing.to_dict(),
                                              "split": run.split,  # the --val-split record (data/splits.py)
+                                             "machine": run.machine(),  # workers, decode, tf32, channels_last
                                              "environment": outputs.run_environment()})  # to rerun it
+    if plan.resume and run.rows:  # as the checkpoint holds them: a save stopped before metrics.csv left it behind
+        outputs.write_metrics(out / "metrics.csv", run.rows)
     if not plan.resume:  # epoch 0: even a run killed in its first epoch can be resumed
         run_state.save(out / "last.pt", run.state(0))
 
@@ -131,6 +135,7 @@ def settle_for_run(settled: settings.Settled, device: torch.device) -> tuple[con
         warn_loopback_host()
     distributed.start_distributed(parallel_mode, device)  # stopped in main()'s finally
     plan = plan_out(settled.cfg)
+    run_folder.check_outside_data(plan.out, settled.cfg.data)
     sent_note = None
     if plan.resume:  # rank 0's checkpoint on every rank, also on a node that cannot read it
         source, sent_note = rank0_copy(plan.resume)
@@ -155,6 +160,8 @@ def report_start(run: Run, device: torch.device, notes: list[str], verbose: bool
     for note in filter(None, [devkit.index_order_warning(), *notes]):  # cuda:N may not be nvidia-smi's GPU N
         distributed.print_main(note)
     distributed.print_main(f"image size: {run.image_size} px, {run.preprocessing.reason}")
+    for note in run.machine_notes():
+        distributed.print_main(note)
     if cfg.init_from:
         fresh = f"; a fresh {', '.join(run.fresh)}" if run.fresh else ""
         distributed.print_main(f"init: weights from {cfg.init_from}{fresh}")
@@ -184,6 +191,8 @@ def train_in(run: Run, out: Path, device: torch.device, plan: run_folder.Plan) -
     cfg = run.cfg
     if plan.resume:
         run.resume(plan.resume)
+        for note in run.resume_notes:
+            distributed.print_main(note)
     prepare_out(run, out, device, plan)
     epochs.open_logger(run, out)
     with run.stop.installed():

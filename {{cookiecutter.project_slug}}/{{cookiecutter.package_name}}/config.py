@@ -35,12 +35,13 @@ def configure_device(cli_value: str | None = None) -> torch.device:
     return DEVICE
 
 
-def default_workers(most: int = 8) -> int:
+def default_workers() -> int:
     """Loader workers for one process: the cores it may use, shared by the ddp ranks on this node, one left
-    for the process itself, at most `most`."""
+    for the process itself. Not capped: a JPEG costs a worker 10-15 ms (benchmarks/README.md), so a GPU that
+    trains thousands of images a second needs every core a host has."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     local_ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))  # set by torchrun
-    return max(0, min(most, cores // local_ranks - 1))
+    return max(0, cores // local_ranks - 1)
 
 
 @dataclasses.dataclass
@@ -64,7 +65,8 @@ class TrainConfig:
     pretrained: bool = {{ "True" if cookiecutter.pretrained == "yes" else "False" }}
     precision: str = "{{ cookiecutter.default_precision }}"  # fp32 | fp16 | bf16
     parallel: str = "{{ cookiecutter.multi_gpu }}"  # none | dp | ddp
-    channels_last: bool = False
+    channels_last: bool | None = None  # NHWC; None: on when autocasting on CUDA (training/hardware.py)
+    decode: str = "auto"  # where JPEGs are decoded: auto | cpu | device (data/device_decode.py)
     cache_images: bool = False  # decode train/ and val/ once into memory (uint8, resized)
     cache_budget_mb: int = 2048  # --cache-images refuses a dataset that needs more memory
     compile: bool = False
@@ -73,14 +75,22 @@ class TrainConfig:
     overwrite: bool = False  # let a fresh run replace the checkpoints in --out
     max_bad_fraction: float = 0.01  # unreadable images are skipped; more than this fraction of a split stops the run
     save_every_minutes: float = 0.0  # also write a mid-epoch last.pt this often; 0: at epoch ends and on signals
-    logger: str = "none"  # none | tensorboard (event files in `out`; needs the .[tensorboard] extra)
+    logger: str = "csv"  # csv (= none) | tensorboard | mlflow | wandb (training/tracking.py; each an extra)
     # Fine-tuning (finetune.py); the defaults train every parameter at one learning rate.
     val_split: float = 0.2  # --data of class folders without train/ and val/: this fraction of each class validates
     resplit: bool = False  # with --resume: divide data that changed since the run's --val-split anew (data/splits.py)
     freeze_backbone: bool = False  # train the head only: backbone weights and BatchNorm statistics stay as loaded
     unfreeze_at: int | None = None  # with freeze_backbone: the epoch from which the whole model trains
     backbone_lr_scale: float = 1.0  # the backbone learns at lr * this, the head at lr
-    warmup_epochs: int = 0  # linear learning-rate warmup before the cosine schedule
+    # The optimizer and the schedule by name (training/optimization.py); lr and weight_decay above are
+    # AdamW's defaults: another --optimizer brings its own unless they are given.
+    optimizer: str = "adamw"  # adamw | sgd
+    momentum: float = 0.9  # sgd only
+    nesterov: bool = False  # sgd only
+    schedule: str = "cosine"  # cosine | step | constant, per optimizer step, after the warmup
+    step_epochs: int = 10  # --schedule step: multiply the lr by step_gamma every this many epochs
+    step_gamma: float = 0.1
+    warmup_epochs: int = 0  # linear learning-rate warmup before the schedule
     ema: float | None = None  # decay of an exponential moving average of the weights (e.g. 0.999); None: off
     accum_steps: int = 1  # batches whose gradients add up to one optimizer step
     clip_grad: float | None = None  # clip the gradients' total norm to this; None: no clipping

@@ -13,18 +13,22 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 
 from . import backbones, config
 from .config_file import read_config_file
 from .data import DEMO_IMAGE_SIZE
+from .data.device_decode import DECODES
 from .data.transforms import AUGMENTATIONS
 from .errors import ConfigError
-from .training import recipe
+from .training import optimization, recipe
 from .training.tracking import LOGGERS
 
-CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": LOGGERS,
-           "augment": tuple(AUGMENTATIONS)}
+CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": tuple(LOGGERS),
+           "augment": tuple(AUGMENTATIONS), "decode": DECODES,
+           "optimizer": tuple(optimization.OPTIMIZERS), "schedule": tuple(optimization.SCHEDULES)}
 MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
+SEED_RANGE = (-2**63, 2**64 - 1)  # torch.manual_seed's: a 64-bit integer, signed or not
 MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch would fail on file handles instead
 
 # --resume continues a run: its settings come from the checkpoint. These may differ in the resumed
@@ -33,7 +37,7 @@ MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch w
 MAY_CHANGE_ON_RESUME = frozenset({
     "epochs", "workers", "device", "logger", "save_every_minutes", "max_bad_fraction", "data", "out", "resume",
     "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
-    "threads",
+    "threads", "decode",
 })
 
 
@@ -68,7 +72,10 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
                    "shifts, turns and zooms, no mirroring: digits, text, scans); standard (random crops and "
                    "horizontal flips: photos)" + _default("augment"))
     g.add_argument("--workers", type=int, help="DataLoader worker processes (default: the cores this process may use "
-                   "per ddp rank on the node, less one, at most 8; here " + f"{config.default_workers()})")
+                   "per ddp rank on the node, less one; here " + f"{config.default_workers()})")
+    g.add_argument("--decode", choices=CHOICES["decode"], help="where JPEGs are decoded: cpu (in the loader "
+                   "workers); device (the workers read bytes, the GPU decodes, resizes, crops and flips); auto: "
+                   "device for JPEG data on CUDA" + _default("decode"))
     g.add_argument("--cache-images", action="store_true",
                    help="decode the data once into memory (uint8, resized) so small runs are compute-bound")
     g.add_argument("--cache-budget-mb", type=int, help="memory --cache-images may use" + _default("cache_budget_mb"))
@@ -78,7 +85,9 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
 
 def _model_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--backbone", help="any torchvision classification model name" + _default("backbone"))
+    g.add_argument("--backbone", help="a torchvision classification model name, or your own nn.Module as "
+                   "package.module:ClassOrFactory (importable, e.g. on PYTHONPATH; see backbones.py)"
+                   + _default("backbone"))
     g.add_argument("--pretrained", action=argparse.BooleanOptionalAction,
                    help="start from ImageNet weights (needs a download or a cached file)" + _default("pretrained"))
     g.add_argument("--init-from", metavar="CKPT",
@@ -89,15 +98,28 @@ def _optimisation_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("optimisation")
     g.add_argument("--epochs", type=int, help="epochs to train" + _default("epochs"))
     g.add_argument("--batch-size", type=int, help="images per batch (per process under ddp)" + _default("batch_size"))
-    g.add_argument("--lr", type=float, help="AdamW learning rate of the head" + _default("lr"))
-    g.add_argument("--weight-decay", type=float, help="AdamW weight decay" + _default("weight_decay"))
+    g.add_argument("--optimizer", choices=CHOICES["optimizer"], help="adamw, or sgd (with --momentum and "
+                   "--nesterov); each brings its own --lr and --weight-decay defaults" + _default("optimizer"))
+    chosen = config.TrainConfig.optimizer
+    g.add_argument("--lr", type=float, help="learning rate of the head" + optimization.defaults_help("lr", chosen))
+    g.add_argument("--weight-decay", type=float,
+                   help="weight decay" + optimization.defaults_help("weight_decay", chosen))
+    g.add_argument("--momentum", type=float, help="--optimizer sgd: momentum" + _default("momentum"))
+    g.add_argument("--nesterov", action="store_true", help="--optimizer sgd: Nesterov momentum")
+    g.add_argument("--schedule", choices=CHOICES["schedule"], help="learning rate per optimizer step after the "
+                   "warmup: cosine to 0 at the last epoch; step: times --step-gamma every --step-epochs epochs; "
+                   "constant" + _default("schedule"))
+    g.add_argument("--step-epochs", type=int, metavar="N", help="--schedule step: epochs between drops"
+                   + _default("step_epochs"))
+    g.add_argument("--step-gamma", type=float, metavar="F", help="--schedule step: the factor at each drop"
+                   + _default("step_gamma"))
     g.add_argument("--label-smoothing", type=float, help="in [0, 1)" + _default("label_smoothing"))
     g.add_argument("--seed", type=int, help="every random draw derives from it" + _default("seed"))
     g.add_argument("--accum-steps", type=int, metavar="N",
                    help="add up the gradients of N batches per optimizer step" + _default("accum_steps"))
     g.add_argument("--clip-grad", type=float, metavar="NORM", help="clip the gradients' total norm")
     g.add_argument("--warmup-epochs", type=int, metavar="N",
-                   help="linear learning-rate warmup before the cosine schedule" + _default("warmup_epochs"))
+                   help="linear learning-rate warmup before the schedule" + _default("warmup_epochs"))
     g.add_argument("--patience", type=int, metavar="N", help="stop when val_acc has not improved for N epochs")
 
 
@@ -128,7 +150,9 @@ def _run_folder_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE",
                    help="a run's config.json: replay its settings (flags given beside it win; --out is not taken)")
     g.add_argument("--logger", choices=CHOICES["logger"],
-                   help="tensorboard: event files in --out (needs pip install -e '.[tensorboard]')"
+                   help="where each epoch's metrics.csv row also goes: csv (metrics.csv only; none: the same), "
+                        "tensorboard (event files in --out), mlflow, wandb (each needs pip install -e '.[NAME]'; "
+                        "training/tracking.py: where they store)"
                         + _default("logger"))
 
 
@@ -140,8 +164,9 @@ def _device_flags(p: argparse.ArgumentParser) -> None:
                    help="autocast dtype; fp16 adds a GradScaler on CUDA" + _default("precision"))
     g.add_argument("--parallel", choices=CHOICES["parallel"], help="dp: DataParallel over the visible GPUs; ddp: one "
                    "process per device under torchrun" + _default("parallel"))
-    g.add_argument("--channels-last", action="store_true",
-                   help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores)")
+    g.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
+                   help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores; "
+                        "default: on when autocasting (fp16, bf16) on CUDA)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
     g.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch's own operations; more "
                    "pays only on an otherwise idle machine with N free cores" + _default("threads"))
@@ -163,8 +188,16 @@ def check(cfg: config.TrainConfig) -> None:
     for name in ("epochs", "batch_size"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
-    if cfg.threads < 1:
-        raise ConfigError(f"--threads must be at least 1, got {cfg.threads}")
+    if not 1 <= cfg.threads <= usable_cores():
+        # more threads than cores only contend; thousands exhaust the host's threads and crash OpenMP
+        raise ConfigError(f"--threads must be between 1 and {usable_cores()} (the cores this process may use), "
+                          f"got {cfg.threads}")
+    if not SEED_RANGE[0] <= cfg.seed <= SEED_RANGE[1]:
+        raise ConfigError(f"--seed must be between {SEED_RANGE[0]} and {SEED_RANGE[1]} (what torch.manual_seed "
+                          f"takes), got {cfg.seed}")
+    for name in ("data", "out", "resume", "init_from"):  # '' would mean the current folder: a typo, not a plan
+        if getattr(cfg, name) is not None and not str(getattr(cfg, name)).strip():
+            raise ConfigError(f"--{name.replace('_', '-')} is empty; name a path, or leave the flag out")
     if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
         raise ConfigError("--workers must be >= 0 and --image-size >= 16")
     if cfg.workers > MAX_WORKERS:
@@ -179,6 +212,11 @@ def check(cfg: config.TrainConfig) -> None:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
     for problem in recipe.check_config(cfg):
         raise ConfigError(problem)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and job schedulers narrow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _check_numbers(cfg: config.TrainConfig) -> None:
@@ -233,6 +271,23 @@ def settle(argv: list[str] | None = None) -> Settled:
     from_file = read_config_file(given.pop("config"), CHOICES) if "config" in given else {}
     chosen = {**from_file, **given}
     chosen["device"] = config.device_spec(chosen.get("device"))  # the flag, else the environment, else the default
-    cfg = dataclasses.replace(config.TrainConfig(), **chosen)
+    cfg = dataclasses.replace(config.TrainConfig(), **{**optimizer_defaults(chosen), **chosen})
     check(cfg)
+    _check_applies(cfg, frozenset(given))  # typed flags: a config file records every field
     return Settled(cfg, frozenset(from_file) | frozenset(given), **switches)
+
+
+def optimizer_defaults(chosen: dict) -> dict:
+    """The chosen --optimizer's own lr and weight decay (the TrainConfig defaults are AdamW's)."""
+    choice = optimization.OPTIMIZERS.get(chosen.get("optimizer", config.TrainConfig.optimizer))
+    return {} if choice is None else {"lr": choice.lr, "weight_decay": choice.weight_decay}
+
+
+def _check_applies(cfg: config.TrainConfig, explicit: frozenset[str]) -> None:
+    """Refuse a flag given for an optimizer or schedule the run does not use (it would do nothing)."""
+    for names, field, wanted in ((("momentum", "nesterov"), "optimizer", "sgd"),
+                                 (("step_epochs", "step_gamma"), "schedule", "step")):
+        for name in sorted(explicit & set(names)):
+            if getattr(cfg, field) != wanted:
+                raise ConfigError(f"--{name.replace('_', '-')} applies to --{field} {wanted}, not "
+                                  f"{getattr(cfg, field)}")

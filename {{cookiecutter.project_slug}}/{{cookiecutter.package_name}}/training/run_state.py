@@ -24,9 +24,11 @@ the portable, atomic, weights_only file format underneath):
     preprocessing the input size, evaluation resize, mean and std, and why (data.Preprocessing.to_dict)
     weights       which weights `model` holds: "model", or "ema" in a best.pt where the average validated better
     ema           with --ema: {"model": the averaged weights, "n_averaged": updates so far}
+    layout        how the run cut its epochs (progress.Layout): world_size, batch_size (per rank), accum_steps,
+                  global_batch, steps_per_epoch, sharded; a resume under another world size finds its sample
 
 train.py builds it with `training_state`, writes it with `save`; train.py, evaluate.py and
-predict.py read it with `read`, which also checks that the file is one of ours.
+predict.py read it with `read`, which checks every value first (state_check.py).
 """
 
 from __future__ import annotations
@@ -45,9 +47,7 @@ from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
 from ..loss import WeightedCrossEntropy
 from ..model import Classifier, build_model
-from . import recipe, seeding
-
-REQUIRED_KEYS = ("model", "config", "class_names", "image_size")
+from . import optimization, progress, recipe, run_folder, seeding, state_check
 
 
 def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, scaler: torch.amp.GradScaler,
@@ -55,7 +55,7 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
                    image_size: int, metrics: list[dict], preprocessing: Preprocessing | None = None,
                    ema: AveragedModel | None = None, weights: str = "model", step: int = 0,
                    epoch_totals: dict | None = None, unreadable: dict[str, list[str]] | None = None,
-                   split: dict | None = None) -> dict[str, Any]:
+                   split: dict | None = None, layout: dict | None = None) -> dict[str, Any]:
     """A checkpoint of a run after `step` steps of `epoch` (0: after the whole epoch): CPU copies and plain values.
 
     `weights="ema"` puts the averaged weights under `model` (for a best.pt where they validated better).
@@ -82,40 +82,37 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
         "rng": seeding.rng_state(),
         "metrics": [dict(row) for row in metrics],
         "version": __version__,
+        "layout": dict(layout or {}),
     }
 
 
 def save(path: str | os.PathLike, state: dict[str, Any], *, before_replace: Callable[[], None] | None = None) -> Path:
-    """Write a training checkpoint atomically."""
+    """Write a training checkpoint atomically (RunFolderLost when its run folder was deleted meanwhile)."""
+    run_folder.check_claimed(Path(path).parent)
     return checkpoint.save_checkpoint(path, state, before_replace=before_replace)
 
 
 def read(path: str | os.PathLike, map_location: torch.device | str = "cpu") -> dict[str, Any]:
-    """Load a training checkpoint (a file, or a run directory's last.pt) and check it is one of ours."""
+    """Load a training checkpoint (a file, or a run directory's last.pt) and check every value before use.
+
+    state_check refuses (CheckpointError, naming the key) a file that is not ours, or whose values
+    or weights' shapes cannot be right, before any real model is built from it.
+    """
     state = checkpoint.load_checkpoint(path, map_location=map_location)
-    check_layout(state, path)
+    state_check.check_values(state, path)
+    state_check.check_shapes(state, lambda: build_for(state, torch.device("meta")), path)
     return state
 
 
-def check_layout(state: dict[str, Any], path: str | os.PathLike) -> None:
-    """Refuse (CheckpointError) a dict without this project's keys, or with them holding the wrong kinds of value."""
-    missing = [key for key in REQUIRED_KEYS if key not in state]
-    if missing:
-        raise checkpoint.CheckpointError(f"{path} was not written by this project's train.py "
-                                         f"(no {', '.join(missing)})")
-    kinds = {"model": dict, "config": dict, "class_names": (list, tuple), "image_size": int}
-    wrong = [f"{key} is a {type(state[key]).__name__}" for key, kind in kinds.items()
-             if not isinstance(state[key], kind) or isinstance(state[key], bool)]
-    if not wrong and not all(isinstance(name, str) for name in state["class_names"]):
-        wrong = ["class_names holds a value that is not a string"]
-    if wrong:
-        raise checkpoint.CheckpointError(f"{path} is not a checkpoint of this project's train.py: {'; '.join(wrong)}")
+def build_for(state: dict[str, Any], device: torch.device) -> Classifier:
+    """The Classifier a checkpoint names (backbone, classes, input size), without its weights, on `device`."""
+    return build_model(state["config"]["backbone"], len(state["class_names"]), pretrained=False, device=device,
+                       image_size=state["image_size"])  # ViT and MaxViT are built for the size they were trained at
 
 
 def model_from_state(state: dict[str, Any], device: torch.device, source: str = "checkpoint") -> Classifier:
     """Rebuild the Classifier a checkpoint was saved from, with its weights, on `device`."""
-    model = build_model(state["config"]["backbone"], len(state["class_names"]), pretrained=False, device=device,
-                        image_size=state["image_size"])  # ViT and MaxViT are built for the size they were trained at
+    model = build_for(state, device)
     checkpoint.load_model_state(model, state["model"], source)
     return model
 
@@ -137,19 +134,32 @@ def check_classes(state: dict[str, Any], class_names: list[str], source: str) ->
 
 
 def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler,
-                     scaler: torch.amp.GradScaler, source: str, ema: AveragedModel | None = None) -> None:
-    """Load weights, optimizer, scheduler, scaler, EMA and RNG states into a freshly built run."""
+                     scaler: torch.amp.GradScaler, source: str, ema: AveragedModel | None = None,
+                     steps_done: int = 0) -> None:
+    """Load weights, optimizer, scaler, EMA and RNG states into a freshly built run; its schedule at `steps_done`.
+
+    The scheduler keeps the schedule built for this run (its epochs and steps per epoch may differ from the
+    checkpoint's, see optimization.restore_position) and stands at `steps_done` optimizer steps of it.
+    """
     if state.get("weights", "model") != "model":
         raise checkpoint.CheckpointError(f"{source} holds the EMA weights of a best.pt; resume from last.pt")
     checkpoint.load_model_state(model, state["model"], source)
     if ema is not None and state.get("ema"):
         checkpoint.load_model_state(ema.module, state["ema"]["model"], f"{source} (EMA)")
         ema.n_averaged.fill_(state["ema"]["n_averaged"])
-    optimizer.load_state_dict(state["optimizer"])  # moves its state to the params' device
-    scheduler.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state["scaler"])
-    if "rng" in state:
-        seeding.set_rng_state(state["rng"])
+    for key, restore in (("optimizer", optimizer.load_state_dict),  # moves its state to the params' device
+                         ("scheduler", lambda saved: optimization.restore_position(scheduler, saved, steps_done)),
+                         ("scaler", scaler.load_state_dict),
+                         ("rng", seeding.set_rng_state)):
+        if key == "rng" and key not in state:
+            continue
+        try:
+            restore(state[key])
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as error:
+            # a hand-edited or foreign file: torch's own message, in one line, under the key's name
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise checkpoint.CheckpointError(f"{source}: {key} does not fit this run "
+                                             f"({type(error).__name__}: {reason})") from None
 
 
 def init_model_from(state: dict[str, Any], model: nn.Module, source: str) -> list[str]:
@@ -186,6 +196,16 @@ def resume_position(state: dict[str, Any]) -> tuple[int, int]:
     """(epoch, steps already done in it) where a run resumed from `state` continues."""
     step = state.get("step", 0)  # older checkpoints are all epoch-end ones
     return (state["epoch"], step) if step else (state["epoch"] + 1, 0)
+
+
+def saved_layout(state: dict[str, Any], source: str = "checkpoint") -> progress.Layout | None:
+    """The layout the checkpoint was written under (None: an older file, taken to be this run's)."""
+    if not state.get("layout"):
+        return None
+    try:
+        return progress.Layout.from_dict(state["layout"])
+    except (KeyError, TypeError, AttributeError):
+        raise checkpoint.CheckpointError(f"{source}: layout is {state['layout']!r}, not a run's layout") from None
 
 
 def metrics_until_epoch(state: dict[str, Any], fallback: list[dict]) -> list[dict]:
