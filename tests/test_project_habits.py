@@ -56,7 +56,9 @@ def test_the_ci_workflow_runs_the_readme_commands_on_push_and_pull_request(baker
     project = bakery.project()
     workflow = yaml.safe_load((project / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
     assert {"push", "pull_request"} <= set(workflow[True])  # YAML 1.1 reads the key `on` as True
-    assert workflow_commands(project) == develop_commands(project)
+    pin, *commands = workflow_commands(project)  # first the matrix entry's torch pair (tests/test_versions.py)
+    assert pin.startswith("python -m pip install \"torch==${{ matrix.torch }}.*\"")
+    assert commands == develop_commands(project)
     assert develop_commands(project)[0] == "python -m pip install -e '.[test]'"
     assert "python -m pytest" in develop_commands(project)
 

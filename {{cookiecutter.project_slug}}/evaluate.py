@@ -8,6 +8,7 @@ matrix as a PNG (default: confusion_<split>.png beside the checkpoint, or --out)
 the most confident wrong predictions (default: mistakes_<split>.png beside it, or --mistakes). The numbers
 come from the same loop, loss, precision, memory format and batch size as the run's validation,
 so they equal the val_loss / val_acc that metrics.csv recorded for the checkpoint's epoch.
+A figure that cannot be written (a read-only run folder) is a note on stderr, not a failure.
 Exit codes: 0 done, 1 failure, 2 bad input.
 """
 
@@ -24,6 +25,8 @@ from {{ cookiecutter.package_name }}.devkit import precision
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import loop, run_state
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
+
+MAX_MISTAKES = 256  # a grid beyond this is unreadable, and every image is held on the device until the end
 
 
 def get_args_parser() -> argparse.ArgumentParser:
@@ -43,7 +46,8 @@ def get_args_parser() -> argparse.ArgumentParser:
                    help="confusion-matrix PNG (default: confusion_<split>.png beside the checkpoint)")
     p.add_argument("--mistakes", default=None,
                    help="PNG of the most confident wrong predictions (default: mistakes_<split>.png beside it)")
-    p.add_argument("--mistakes-count", type=int, default=16, metavar="N", help="images in that grid (default: 16)")
+    p.add_argument("--mistakes-count", type=int, default=16, metavar="N",
+                   help=f"images in that grid (default: 16, at most {MAX_MISTAKES})")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
     return p
 
@@ -69,10 +73,12 @@ def data_root(flag: str | None, trained: dict) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Print accuracy, loss and the per-class table; write the confusion-matrix PNG."""
-    from {{ cookiecutter.package_name }}.plots import confusion_figure, mistakes_figure, save_figure
+    from {{ cookiecutter.package_name }}.plots import confusion_figure, mistakes_figure
 
     if (args.batch_size is not None and args.batch_size < 1) or args.workers < 0 or args.mistakes_count < 0:
         raise ConfigError("--batch-size must be at least 1, --workers and --mistakes-count at least 0")
+    if args.mistakes_count > MAX_MISTAKES:  # each is an image kept on the device and a panel of one figure
+        raise ConfigError(f"--mistakes-count must be at most {MAX_MISTAKES}, got {args.mistakes_count}")
     device = config.configure_device(args.device)
     state = run_state.read(args.checkpoint)
     trained = state["config"]
@@ -118,13 +124,27 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.split}: accuracy {stats.acc:.6f}  loss {stats.loss:.6f}  "
           f"({stats.images} images, {len(class_names)} classes, device {device}{skipped})")
     print(metrics.format_report(metrics.class_report(matrix), class_names))
-    png = save_figure(confusion_figure(matrix, class_names), args.out or default_png(args.checkpoint, args.split))
-    print(f"confusion matrix: {png}")
+    save_png(confusion_figure(matrix, class_names), args.out or default_png(args.checkpoint, args.split),
+             "confusion matrix", "--out")
     images, targets, predictions, probabilities = mistakes.result()
     grid = mistakes_figure(images, targets, predictions, probabilities, class_names, mean=prep.mean, std=prep.std)
-    png = save_figure(grid, args.mistakes or default_png(args.checkpoint, args.split, "mistakes"))
-    print(f"most confident mistakes ({len(targets)}): {png}")
+    save_png(grid, args.mistakes or default_png(args.checkpoint, args.split, "mistakes"),
+             f"most confident mistakes ({len(targets)})", "--mistakes")
     return 0
+
+
+def save_png(figure, path: Path | str, what: str, flag: str) -> None:
+    """Write a figure and say where; where it cannot be written (a read-only folder, a full disk), say so.
+
+    The measurement is already printed: a plot that cannot be saved is a note, not a failure.
+    """
+    from {{ cookiecutter.package_name }}.plots import save_figure
+
+    try:
+        print(f"{what}: {save_figure(figure, path)}")
+    except OSError as error:
+        print(f"note: {what} not written: cannot write {path} ({error.strerror or error}); "
+              f"choose another place with {flag}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -106,6 +106,8 @@ def prepare_out(run: Run, out: Path, device: torch.device, plan: run_folder.Plan
                                              "preprocessing": run.preprocessing.to_dict(),
                                              "split": run.split,  # the --val-split record (data/splits.py)
                                              "environment": outputs.run_environment()})  # to rerun it
+    if plan.resume and run.rows:  # as the checkpoint holds them: a save stopped before metrics.csv left it behind
+        outputs.write_metrics(out / "metrics.csv", run.rows)
     if not plan.resume:  # epoch 0: even a run killed in its first epoch can be resumed
         run_state.save(out / "last.pt", run.state(0))
 
@@ -131,6 +133,7 @@ def settle_for_run(settled: settings.Settled, device: torch.device) -> tuple[con
         warn_loopback_host()
     distributed.start_distributed(parallel_mode, device)  # stopped in main()'s finally
     plan = plan_out(settled.cfg)
+    run_folder.check_outside_data(plan.out, settled.cfg.data)
     sent_note = None
     if plan.resume:  # rank 0's checkpoint on every rank, also on a node that cannot read it
         source, sent_note = rank0_copy(plan.resume)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 from unittest import mock
 
@@ -159,7 +160,9 @@ def cpu_data_parallel(module: nn.Module) -> nn.DataParallel:
     With GPUs visible, DataParallel moves a CPU module to cuda:0 (one GPU) or refuses to run it (two):
     tests of what the wrapper does to names and checkpoints want the CPU wrapper everywhere.
     """
-    with mock.patch("torch.nn.parallel.data_parallel._get_available_device_type", return_value=None):
+    # The module by its import path: on torch 2.4, torch.nn.parallel.data_parallel is the function of that name.
+    module_file = importlib.import_module("torch.nn.parallel.data_parallel")
+    with mock.patch.object(module_file, "_get_available_device_type", return_value=None):
         return nn.DataParallel(module)
 
 

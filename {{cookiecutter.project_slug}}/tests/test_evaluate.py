@@ -26,14 +26,15 @@ CPU = torch.device("cpu")
 
 
 def test_evaluate_prints_accuracy_and_a_row_per_class_and_writes_the_png(checkpoint, tiny_data, capsys):
-    """Exit 0; accuracy line, a precision/recall row per class, and confusion_val.png beside the checkpoint."""
+    """Exit 0; accuracy line, a precision/recall/F1 row per class, macro-F1, confusion_val.png beside the checkpoint."""
     code = evaluate.main([str(checkpoint), "--data", str(tiny_data), "--device", "cpu", "--batch-size", "5"])
     out = capsys.readouterr().out.splitlines()
     assert code == 0
     assert out[0].startswith("val: accuracy ") and "(12 images, 4 classes" in out[0]
-    assert out[1].split() == ["class", "precision", "recall", "support"]
+    assert out[1].split() == ["class", "precision", "recall", "f1", "support"]
     assert [row.split()[0] for row in out[2:6]] == CLASSES
-    assert all(row.split()[3] == "3" for row in out[2:6])
+    assert all(row.split()[4] == "3" for row in out[2:6])
+    assert out[6].split()[0] == "macro-F1" and 0 <= float(out[6].split()[1]) <= 1
     png = checkpoint.parent / "confusion_val.png"
     assert out[-2] == f"confusion matrix: {png}"
     with Image.open(png) as image:
@@ -88,8 +89,11 @@ def test_evaluate_on_best_pt_prints_the_val_numbers_metrics_csv_recorded_for_its
     row = next(row for row in read_metrics(out / "metrics.csv") if row["epoch"] == epoch)
     capsys.readouterr()
     assert evaluate.main([str(out / "best.pt"), "--data", str(root), "--device", "cpu"]) == 0
-    accuracy, loss = printed_numbers(capsys.readouterr().out.splitlines()[0])
+    printed = capsys.readouterr().out.splitlines()
+    accuracy, loss = printed_numbers(printed[0])
     assert (accuracy, loss) == (row["val_acc"], row["val_loss"])
+    [macro_f1] = [float(line.split()[1]) for line in printed if line.startswith("macro-F1")]
+    assert macro_f1 == pytest.approx(row["val_macro_f1"], abs=1e-6)  # the same matrix, from the same loop
 
 
 @pytest.mark.slow

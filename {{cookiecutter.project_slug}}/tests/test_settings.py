@@ -93,6 +93,7 @@ def test_unreadable_config_file_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_threads_default_to_one_and_must_be_positive():
     """--threads N is settled into the config (default 1); 0 is refused with a ConfigError."""
-    assert settings.settle([]).cfg.threads == 1 and settings.settle(["--threads", "3"]).cfg.threads == 3
+    cores = settings.usable_cores()
+    assert settings.settle([]).cfg.threads == 1 and settings.settle(["--threads", str(cores)]).cfg.threads == cores
     with pytest.raises(ConfigError, match="--threads"):
         settings.settle(["--threads", "0"])

@@ -1644,8 +1644,8 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
     for filename, source in sources:
         try:
             facts = _FileFacts(ast.parse(source, filename), filename, project)
-        except SyntaxError as error:
-            if "null bytes" in str(error.msg):
+        except (SyntaxError, ValueError) as error:  # null bytes: ValueError on Python 3.10, SyntaxError on 3.11.7+
+            if "null bytes" in str(getattr(error, "msg", error)):
                 errors.append(f"{filename}: error: contains null bytes; not a Python source file")
             else:
                 findings.append(Finding(filename, error.lineno or 1, error.offset or 1, "DEV000", error.msg))

@@ -1,4 +1,21 @@
-"""Backbone surgery: any torchvision classification model, built on any device, without its classifier.
+"""The one place that knows backbones: a torchvision name or your own module's import path, resolved here.
+
+`--backbone` takes either
+- a torchvision classification model name (`resnet18`, `vit_b_16`, ...): built without its ImageNet
+  classifier, with its ImageNet weights (--pretrained) and the input sizes its architecture takes; or
+- an import path `package.module:ClassOrFactory` (like hydra's `_target_`): your own `nn.Module`, called
+  with no arguments. It maps (B, 3, H, W) images to (B, F) features (end with pooling and flatten; no
+  classifier: the project adds the head). F is its `num_features` or `out_features` attribute if it has
+  one (timm's convention), else measured by one forward pass of a (1, 3, S, S) input on its device.
+  Its parameters are allocated on the run's device while it is built (inside `building_on(device)`), so
+  create them without a `device=` argument. --freeze-backbone freezes every parameter of it (and keeps its
+  BatchNorm statistics); --pretrained is for torchvision names: your module loads whatever weights it
+  starts from. The checkpoint records the path, so it must stay importable (PYTHONPATH) for
+  evaluate.py, predict.py, export.py and --resume.
+
+Everything else asks `resolve_backbone(name)` (or the functions below, which do): settings (check),
+preprocessing (input sizes, the weights' transforms), model.py (pretrained weights, building), and
+every rebuild from a checkpoint (run_state.model_from_state: evaluate, predict, export, resume).
 
 torchvision's classification models differ in the details that matter here:
 - the classifier is `fc`, `classifier[-1]`, `heads.head`, `head` or, in SqueezeNet, a 1x1 convolution;
@@ -14,7 +31,8 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
-from collections.abc import Iterator
+import importlib
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -27,51 +45,189 @@ from .errors import UserError
 
 
 class BackboneError(UserError):
-    """The backbone name is not a torchvision classification model, or cannot take the asked input size."""
+    """--backbone is neither a torchvision model nor an importable module, or cannot take the input size."""
 
 
 @functools.cache
 def backbone_names() -> tuple[str, ...]:
-    """Every torchvision classification model name (the accepted values of --backbone)."""
+    """Every torchvision classification model name (the accepted names of --backbone besides import paths)."""
     return tuple(models.list_models(module=models))
 
 
-def check_backbone(name: str) -> None:
+def is_import_path(name: str) -> bool:
+    """True for `package.module:ClassOrFactory` (your own module), False for a torchvision name."""
+    return ":" in name
+
+
+class Backbone:
+    """What the project asks of a backbone, whichever kind it is; `resolve_backbone` returns one."""
+
+    weights: WeightsEnum | None = None  # torchvision's ImageNet weights; None: the module loads its own
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def default_image_size(self) -> int | None:
+        """The input size its weights were made for; None: any (the data's or the demo's size is used)."""
+        return None
+
+    def fit_image_size(self, size: int) -> int:
+        """The smallest input size at least `size` that its architecture accepts."""
+        return size
+
+    def build(self, *, device: torch.device, image_size: int | None = None,
+              state: dict[str, torch.Tensor] | None = None) -> tuple[nn.Module, int]:
+        """The feature extractor on `device` ((B, 3, H, W) -> (B, F)) and F."""
+        raise NotImplementedError
+
+
+class TorchvisionBackbone(Backbone):
+    """A torchvision classification model, built without its ImageNet classifier."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.weights = models.get_model_weights(name).DEFAULT
+
+    def default_image_size(self) -> int:
+        """The size its default weights were evaluated at (224 for most, 299 for inception_v3)."""
+        return self.weights.transforms().crop_size[0]
+
+    def min_image_size(self) -> int:
+        """The smallest input size torchvision documents for it."""
+        return max(self.weights.meta["min_size"])
+
+    def fit_image_size(self, size: int) -> int:
+        name = self.name
+        if name.startswith("vit_"):  # whole patches: vit_b_16 takes multiples of 16
+            patch = int(name.rsplit("_", 1)[1])
+            return -(-size // patch) * patch
+        if name.startswith("maxvit_"):  # 7x7 partitions at every stage: multiples of 32 * 7
+            return -(-size // 224) * 224
+        if name.startswith("swin"):  # windows are padded: any size works; meta's min_size is the weights' size
+            return size
+        return max(size, self.min_image_size())
+
+    def build(self, *, device: torch.device, image_size: int | None = None,
+              state: dict[str, torch.Tensor] | None = None) -> tuple[nn.Module, int]:
+        """Build on `device`, load `state` (its ImageNet weights) if given, and strip the classifier."""
+        name = self.name
+        num_outputs = len(self.weights.meta["categories"])
+        with building_on(device):
+            backbone = models.get_model(name, weights=None, **_builder_kwargs(self, image_size, state is not None))
+        if device.type == "meta":
+            backbone = backbone.to(device)  # the few buffers derived from index arithmetic (position tables)
+        if state is not None:
+            if name.startswith("vit_"):  # positional embeddings resized to this input size, as torchvision's refs do
+                state = vision_transformer.interpolate_embeddings(backbone.image_size, backbone.patch_size, state)
+            backbone.load_state_dict(state)
+        drop_auxiliary_heads(backbone)
+        return backbone, strip_classifier(backbone, num_outputs)
+
+
+class ImportedBackbone(Backbone):
+    """Your own nn.Module, named by an import path and called with no arguments (module docstring: the rules)."""
+
+    def __init__(self, name: str, factory: Callable[[], nn.Module]):
+        super().__init__(name)
+        self.factory = factory
+
+    def build(self, *, device: torch.device, image_size: int | None = None,
+              state: dict[str, torch.Tensor] | None = None) -> tuple[nn.Module, int]:
+        """Call the factory with its tensors born on `device`, check them, and find the feature width."""
+        if state is not None:
+            raise BackboneError(f"{self.name} has no torchvision weights; its own code loads any it starts from")
+        with building_on(device):
+            backbone = self.factory()
+        if not isinstance(backbone, nn.Module):
+            raise BackboneError(f"--backbone {self.name} returned a {type(backbone).__name__}, not an nn.Module")
+        if device.type == "meta":
+            backbone = backbone.to(device)  # tensors made from data (torch.tensor) have values on the CPU
+        for name, tensor in [*backbone.named_parameters(), *backbone.named_buffers()]:
+            if tensor.device.type != device.type or (device.index is not None and tensor.device != device):
+                raise BackboneError(f"--backbone {self.name}: {name} was created on {tensor.device}, not {device}; "
+                                    "create tensors without device= so they are born where the run builds the model")
+        return backbone, feature_width(backbone, device, image_size or 224, self.name)
+
+
+def feature_width(backbone: nn.Module, device: torch.device, size: int, name: str) -> int:
+    """F: the module's `num_features` / `out_features` if it says, else one no-grad forward's (1, F) output."""
+    for attribute in ("num_features", "out_features"):
+        width = getattr(backbone, attribute, None)
+        if isinstance(width, int) and not isinstance(width, bool) and width > 0:
+            return width
+    was_training = backbone.training
+    with torch.no_grad():  # eval mode: BatchNorm statistics and dropout untouched
+        features = backbone.eval()(torch.zeros(1, 3, size, size, device=device))
+    backbone.train(was_training)
+    if not isinstance(features, torch.Tensor) or features.dim() != 2:
+        shape = tuple(features.shape) if isinstance(features, torch.Tensor) else type(features).__name__
+        raise BackboneError(f"--backbone {name} must map (B, 3, H, W) images to (B, F) features, "
+                            f"but gave {shape} for one {size} px image (end it with pooling and flatten)")
+    return int(features.shape[1])
+
+
+def _import_factory(path: str) -> Callable[[], nn.Module]:
+    """The class or function an import path `package.module:Name` names; BackboneError (one line) if it cannot."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise BackboneError(f"--backbone {path!r}: an import path is package.module:ClassOrFactory")
+    try:
+        target = importlib.import_module(module_name)
+    except Exception as error:  # ImportError, or the module's own code failing: either way the user's to fix
+        reason = (str(error).splitlines() or [""])[0]
+        raise BackboneError(f"--backbone {path}: cannot import {module_name} ({type(error).__name__}: {reason}); "
+                            "is its folder on PYTHONPATH?") from None
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise BackboneError(f"--backbone {path}: {module_name} has no {attribute}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise BackboneError(f"--backbone {path}: {attribute} is a {type(target).__name__}, not a class or function")
+    return target
+
+
+def _check_torchvision_name(name: str) -> None:
     """Refuse a name torchvision does not know, naming the closest valid ones."""
     if name in backbone_names():
         return
     close = difflib.get_close_matches(name, backbone_names(), n=3, cutoff=0.5)
     hint = f"closest: {', '.join(close)}" if close else "e.g. resnet18, efficientnet_b0, convnext_tiny, vit_b_16"
     raise BackboneError(f"unknown backbone {name!r}; {hint} "
-                        f"(all {len(backbone_names())}: torchvision.models.list_models(module=torchvision.models))")
+                        f"(all {len(backbone_names())}: torchvision.models.list_models(module=torchvision.models); "
+                        "or your own module as package.module:ClassOrFactory)")
+
+
+@functools.cache
+def resolve_backbone(name: str) -> Backbone:
+    """The backbone --backbone names: the one resolver every part of the project asks (BackboneError if none)."""
+    if is_import_path(name):
+        return ImportedBackbone(name, _import_factory(name))
+    _check_torchvision_name(name)
+    return TorchvisionBackbone(name)
+
+
+def check_backbone(name: str) -> None:
+    """Refuse a torchvision name it does not know (naming the closest) or an import path that does not import."""
+    resolve_backbone(name)
 
 
 def default_weights(name: str) -> WeightsEnum:
-    """The ImageNet weights torchvision recommends for this backbone."""
-    check_backbone(name)
-    return models.get_model_weights(name).DEFAULT
+    """The ImageNet weights torchvision recommends for this backbone (BackboneError for your own module)."""
+    weights = resolve_backbone(name).weights
+    if weights is None:
+        raise BackboneError(f"{name} is your own module: it has no torchvision ImageNet weights "
+                            "(--pretrained is for torchvision names; pass --no-pretrained)")
+    return weights
 
 
-def default_image_size(name: str) -> int:
-    """The input size the backbone's default weights were evaluated at (224 for most, 299 for inception_v3)."""
-    return default_weights(name).transforms().crop_size[0]
-
-
-def min_image_size(name: str) -> int:
-    """The smallest input size torchvision documents for this backbone."""
-    return max(default_weights(name).meta["min_size"])
+def default_image_size(name: str) -> int | None:
+    """The input size the backbone's weights were made for (224 for most); None for your own module."""
+    return resolve_backbone(name).default_image_size()
 
 
 def fit_image_size(name: str, size: int) -> int:
     """The smallest input size at least `size` that the backbone's architecture accepts."""
-    if name.startswith("vit_"):  # whole patches: vit_b_16 takes multiples of 16
-        patch = int(name.rsplit("_", 1)[1])
-        return -(-size // patch) * patch
-    if name.startswith("maxvit_"):  # 7x7 partitions at every stage: multiples of 32 * 7
-        return -(-size // 224) * 224
-    if name.startswith("swin"):  # windows are padded: any size works; meta's min_size is the weights' size
-        return size
-    return max(size, min_image_size(name))
+    return resolve_backbone(name).fit_image_size(size)
 
 
 def check_image_size(name: str, size: int) -> None:
@@ -81,9 +237,9 @@ def check_image_size(name: str, size: int) -> None:
                             f"(its own size is {default_image_size(name)})")
 
 
-def _builder_kwargs(name: str, image_size: int | None, pretrained: bool) -> dict:
+def _builder_kwargs(backbone: TorchvisionBackbone, image_size: int | None, pretrained: bool) -> dict:
     """The arguments torchvision's builder would be given for this backbone, as its weights expect."""
-    size = image_size or default_image_size(name)
+    name, size = backbone.name, image_size or backbone.default_image_size()
     if name.startswith("vit_"):
         return {"image_size": size}  # vit_h_14's weights are for 518 px, the others' for 224
     if name.startswith("maxvit_"):
@@ -158,19 +314,8 @@ def strip_classifier(backbone: nn.Module, num_outputs: int = 1000) -> int:
 
 def build_backbone(name: str, *, device: torch.device, image_size: int | None = None,
                    state: dict[str, torch.Tensor] | None = None) -> tuple[nn.Module, int]:
-    """Build `name` on `device`, load `state` (its ImageNet weights) if given, and strip its classifier.
+    """Build `name` on `device` (with `state`, its ImageNet weights, if given), without a classifier.
 
     Returns the backbone, which maps (B, 3, H, W) images to (B, F) features, and F.
     """
-    check_backbone(name)
-    num_outputs = len(default_weights(name).meta["categories"])
-    with building_on(device):
-        backbone = models.get_model(name, weights=None, **_builder_kwargs(name, image_size, state is not None))
-    if device.type == "meta":
-        backbone = backbone.to(device)  # the few buffers derived from index arithmetic (position tables)
-    if state is not None:
-        if name.startswith("vit_"):  # positional embeddings resized to this input size, as torchvision's references do
-            state = vision_transformer.interpolate_embeddings(backbone.image_size, backbone.patch_size, state)
-        backbone.load_state_dict(state)
-    drop_auxiliary_heads(backbone)
-    return backbone, strip_classifier(backbone, num_outputs)
+    return resolve_backbone(name).build(device=device, image_size=image_size, state=state)

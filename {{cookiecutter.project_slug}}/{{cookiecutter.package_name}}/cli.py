@@ -9,7 +9,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from .errors import USER_ERRORS
+from .errors import EXPLAINED_FAILURES, USER_ERRORS
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -26,13 +26,27 @@ def one_line(error: BaseException) -> str:
     return text[len(prefix):] if text.startswith(prefix) else text
 
 
+def _escape_unprintable(stream) -> None:
+    """Print what the output's encoding cannot hold (a file name that is not UTF-8) as backslash escapes.
+
+    Python writes file names it could not decode with surrogate escapes; a strict stdout
+    (PYTHONIOENCODING=utf-8:strict) would fail on them after the work was done.
+    """
+    if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+        stream.reconfigure(errors="backslashreplace")
+
+
 def run_cli(command: Callable[[], int], *, verbose: bool = False) -> int:
     """Run `command`, mapping user errors to exit 2 and unexpected failures to exit 1."""
+    _escape_unprintable(sys.stdout)
     try:
         return command()
     except USER_ERRORS as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except EXPLAINED_FAILURES as error:  # a full disk, a vanished run folder: the message says what and where
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -73,7 +73,7 @@ class TrainConfig:
     overwrite: bool = False  # let a fresh run replace the checkpoints in --out
     max_bad_fraction: float = 0.01  # unreadable images are skipped; more than this fraction of a split stops the run
     save_every_minutes: float = 0.0  # also write a mid-epoch last.pt this often; 0: at epoch ends and on signals
-    logger: str = "none"  # none | tensorboard (event files in `out`; needs the .[tensorboard] extra)
+    logger: str = "csv"  # csv (= none) | tensorboard | mlflow | wandb (training/tracking.py; each an extra)
     # Fine-tuning (finetune.py); the defaults train every parameter at one learning rate.
     val_split: float = 0.2  # --data of class folders without train/ and val/: this fraction of each class validates
     resplit: bool = False  # with --resume: divide data that changed since the run's --val-split anew (data/splits.py)

@@ -27,6 +27,8 @@ from .errors import ConfigError
 # written by train.py as a record of the run, not settings
 RECORD_KEYS = frozenset({"resolved_device", "device_identity", "class_names", "preprocessing", "environment"})
 PLACE_KEYS = frozenset({"out", "resume"})  # where a run wrote and what it continued: each replay picks its own
+MAX_BYTES = 1 << 20  # a config.json is a few KB; a bigger file is not one
+MAX_DEPTH = 8  # settings are scalars or short lists, the record a few levels more: deeper is no config.json
 UNIONS = (typing.Union, types.UnionType)  # `Optional[X]` and `X | None`
 
 
@@ -54,16 +56,35 @@ def _type_name(hint: Any) -> str:
     return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
+def _depth(value: Any) -> int:
+    """How many objects and lists nest in `value` (1: a flat object); counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """The TrainConfig values a config.json sets (record and place keys dropped), each checked against its field."""
     try:
+        if Path(path).stat().st_size > MAX_BYTES:
+            raise ConfigError(f"--config {path}: {Path(path).stat().st_size} bytes; a run's config.json is a few KB "
+                              f"(at most {MAX_BYTES} read)")
         values = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"--config {path}: no such file") from None
+    except RecursionError:  # json's decoder recurses once per level: '[[[[...' thousands deep
+        raise ConfigError(f"--config {path}: nested too deeply; a config.json is one object of settings") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ConfigError(f"--config {path}: not a readable JSON file ({error})") from None
     if not isinstance(values, dict):
         raise ConfigError(f"--config {path}: expected a JSON object of settings, got {type(values).__name__}")
+    if _depth(values) > MAX_DEPTH:
+        raise ConfigError(f"--config {path}: nested more than {MAX_DEPTH} levels deep; a run's config.json is "
+                          "one object of settings")
     hints = typing.get_type_hints(TrainConfig)
     fields = {field.name for field in dataclasses.fields(TrainConfig)}
     unknown = sorted(set(values) - fields - RECORD_KEYS)

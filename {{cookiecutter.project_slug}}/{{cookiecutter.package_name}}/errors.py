@@ -9,7 +9,7 @@ of importing this module; `USER_ERRORS` names them beside it.
 from __future__ import annotations
 
 from .devkit import DeviceError
-from .devkit.checkpoint import CheckpointError
+from .devkit.checkpoint import CheckpointError, DiskFullError
 from .devkit.precision import PrecisionError
 
 
@@ -26,3 +26,10 @@ class MissingDependencyError(UserError):
 
 
 USER_ERRORS: tuple[type[Exception], ...] = (UserError, DeviceError, CheckpointError, PrecisionError)
+
+
+class RunFailure(RuntimeError):
+    """A failure its message fully explains (the run folder vanished): one line, exit 1, no traceback hint."""
+
+
+EXPLAINED_FAILURES: tuple[type[Exception], ...] = (RunFailure, DiskFullError)

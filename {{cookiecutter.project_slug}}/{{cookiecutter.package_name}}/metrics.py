@@ -2,7 +2,12 @@
 
 `update_confusion` adds a batch with one `index_put_` on whatever device the logits are on (not
 `bincount`, whose output size depends on the data and so waits for the device); nothing is read back
-until the caller asks for the final matrix (one host sync per pass).
+until the caller asks for the final matrix (one host sync per pass). Under ddp, training.loop.evaluate
+adds every rank's matrix together (one all-reduce), so the figures cover the whole split.
+
+`class_report` turns a matrix into accuracy, per-class precision, recall and F1, and macro-F1; the
+validation's macro-F1 is metrics.csv's `val_macro_f1` column. Another figure from the matrix: add a
+field to ClassReport, and a column to the row in training/epochs.py `_metrics_row` (every logger gets it).
 """
 
 from __future__ import annotations
@@ -30,12 +35,14 @@ def update_confusion(matrix: torch.Tensor, predictions: torch.Tensor, targets: t
 
 @dataclasses.dataclass
 class ClassReport:
-    """Accuracy over all images and precision, recall and support per class."""
+    """Accuracy over all images; precision, recall, F1 and support per class; macro-F1 (their plain mean)."""
 
     accuracy: float
     precision: list[float]
     recall: list[float]
     support: list[int]
+    f1: list[float] = dataclasses.field(default_factory=list)
+    macro_f1: float = 0.0
 
 
 def class_report(matrix: torch.Tensor) -> ClassReport:
@@ -47,15 +54,19 @@ def class_report(matrix: torch.Tensor) -> ClassReport:
     precision = torch.where(predicted > 0, correct / predicted.clamp(min=1), torch.zeros_like(correct))
     recall = torch.where(actual > 0, correct / actual.clamp(min=1), torch.zeros_like(correct))
     accuracy = (correct.sum() / counts.sum().clamp(min=1)).item()
-    return ClassReport(accuracy, precision.tolist(), recall.tolist(), [int(n) for n in actual.tolist()])
+    # F1 = 2TP / (2TP + FP + FN); a class neither present nor predicted scores 0 and still counts in the mean
+    f1 = 2 * correct / (predicted + actual).clamp(min=1)
+    return ClassReport(accuracy, precision.tolist(), recall.tolist(), [int(n) for n in actual.tolist()],
+                       f1.tolist(), f1.mean().item() if len(f1) else 0.0)
 
 
 def format_report(report: ClassReport, class_names: Sequence[str]) -> str:
-    """An aligned text table: class, precision, recall, support."""
+    """An aligned text table: class, precision, recall, F1, support; then macro-F1."""
     width = max(len("class"), *(len(name) for name in class_names))
-    lines = [f"{'class':<{width}}  precision  recall  support"]
-    for name, p, r, n in zip(class_names, report.precision, report.recall, report.support):
-        lines.append(f"{name:<{width}}  {p:>9.3f}  {r:>6.3f}  {n:>7d}")
+    lines = [f"{'class':<{width}}  precision  recall     f1  support"]
+    for name, p, r, f, n in zip(class_names, report.precision, report.recall, report.f1, report.support):
+        lines.append(f"{name:<{width}}  {p:>9.3f}  {r:>6.3f}  {f:>5.3f}  {n:>7d}")
+    lines.append(f"{'macro-F1':<{width}}  {report.macro_f1:.6f}")
     return "\n".join(lines)
 
 

@@ -1,4 +1,7 @@
-"""`Classifier`: a torchvision backbone with its own classifier removed and a new head.
+"""`Classifier`: a backbone (a torchvision model without its classifier, or your own module) and a new head.
+
+The head is one Linear layer from the backbone's F features to the classes (backbones.py: how F is
+found); `--freeze-backbone` freezes everything under `model.backbone`.
 
 The head is created on the backbone's device (`module_device(backbone)`), so a backbone
 built on cuda:1, or on the meta device for structure tests, gets a head beside it; the
@@ -16,7 +19,7 @@ import urllib.parse
 import torch
 from torch import nn
 
-from .backbones import build_backbone, default_weights
+from .backbones import build_backbone, default_weights, resolve_backbone
 from .devkit import DeviceAwareMixin, module_device
 from .errors import UserError
 
@@ -52,6 +55,11 @@ def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> t
     default falls back to training from scratch where the weights cannot be had (offline, not cached).
     """
     if not requested:
+        return False, None
+    if resolve_backbone(backbone_name).weights is None:  # your own module: its code loads any weights it wants
+        if explicit:
+            raise WeightsError(f"--pretrained loads torchvision's ImageNet weights; {backbone_name} is your own "
+                               "module, which loads its own: pass --no-pretrained")
         return False, None
     name = os.path.basename(weights_file(backbone_name))
     cached = os.path.exists(weights_file(backbone_name))

@@ -100,12 +100,24 @@ def export_bytes(model: nn.Module, example: torch.Tensor, fmt: str, metadata: Me
     if fmt == "onnx":
         onnx = _require("onnx", "--format onnx")
         _require("onnxscript", "--format onnx")  # torch.onnx's exporter (dynamo=True) is written in onnxscript
-        program = torch.onnx.export(model, (example,), dynamo=True, dynamic_shapes=dynamic_shapes,
-                                    input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], verbose=False)
-        proto = program.model_proto
+        if torch.__version__ >= (2, 5):  # torch.onnx.export(dynamo=True, dynamic_shapes=...) arrived in torch 2.5
+            program = torch.onnx.export(model, (example,), dynamo=True, dynamic_shapes=dynamic_shapes,
+                                        input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], verbose=False)
+            proto = program.model_proto
+        else:
+            proto = onnx.load_from_string(_torchscript_onnx(model, example, dynamic_batch))
         onnx.helper.set_model_props(proto, metadata.to_strings())
         return proto.SerializeToString()
     raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+
+
+def _torchscript_onnx(model: nn.Module, example: torch.Tensor, dynamic_batch: bool) -> bytes:
+    """ONNX from torch 2.4's exporter (TorchScript tracing), the batch dimension named dynamic in dynamic_axes."""
+    buffer = io.BytesIO()
+    axes = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}} if dynamic_batch else None
+    torch.onnx.export(model, (example,), buffer, input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
+                      dynamic_axes=axes, opset_version=17)
+    return buffer.getvalue()
 
 
 class Predictor:

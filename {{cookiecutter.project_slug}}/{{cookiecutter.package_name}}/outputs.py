@@ -15,7 +15,8 @@ from pathlib import Path
 from .devkit.checkpoint import atomic_write
 
 METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s",
-                   "unreadable_images")  # files skipped so far (datacheck.py)
+                   "unreadable_images",  # files skipped so far (datacheck.py)
+                   "val_macro_f1")  # the mean of the classes' F1 on validation (metrics.class_report)
 
 
 def write_json(path: Path, obj: dict) -> None:
@@ -35,7 +36,8 @@ def run_environment() -> dict:
 def write_metrics(path: Path, rows: list[dict]) -> None:
     """Write every epoch's metrics as CSV with the fixed column order (options' own columns after them)."""
     buffer = io.StringIO()
-    extra = [key for key in (rows[0] if rows else {}) if key not in METRICS_COLUMNS]  # e.g. --ema's columns
+    # options' own columns (e.g. --ema's), from every row: a resumed run's rows may have more than older ones
+    extra = list(dict.fromkeys(key for row in rows for key in row if key not in METRICS_COLUMNS))
     writer = csv.DictWriter(buffer, fieldnames=[*METRICS_COLUMNS, *extra], lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)

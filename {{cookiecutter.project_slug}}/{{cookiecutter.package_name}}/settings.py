@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 
 from . import backbones, config
 from .config_file import read_config_file
@@ -22,9 +23,10 @@ from .errors import ConfigError
 from .training import recipe
 from .training.tracking import LOGGERS
 
-CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": LOGGERS,
+CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": tuple(LOGGERS),
            "augment": tuple(AUGMENTATIONS)}
 MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
+SEED_RANGE = (-2**63, 2**64 - 1)  # torch.manual_seed's: a 64-bit integer, signed or not
 MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch would fail on file handles instead
 
 # --resume continues a run: its settings come from the checkpoint. These may differ in the resumed
@@ -78,7 +80,9 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
 
 def _model_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--backbone", help="any torchvision classification model name" + _default("backbone"))
+    g.add_argument("--backbone", help="a torchvision classification model name, or your own nn.Module as "
+                   "package.module:ClassOrFactory (importable, e.g. on PYTHONPATH; see backbones.py)"
+                   + _default("backbone"))
     g.add_argument("--pretrained", action=argparse.BooleanOptionalAction,
                    help="start from ImageNet weights (needs a download or a cached file)" + _default("pretrained"))
     g.add_argument("--init-from", metavar="CKPT",
@@ -128,7 +132,9 @@ def _run_folder_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE",
                    help="a run's config.json: replay its settings (flags given beside it win; --out is not taken)")
     g.add_argument("--logger", choices=CHOICES["logger"],
-                   help="tensorboard: event files in --out (needs pip install -e '.[tensorboard]')"
+                   help="where each epoch's metrics.csv row also goes: csv (metrics.csv only; none: the same), "
+                        "tensorboard (event files in --out), mlflow, wandb (each needs pip install -e '.[NAME]'; "
+                        "training/tracking.py: where they store)"
                         + _default("logger"))
 
 
@@ -163,8 +169,16 @@ def check(cfg: config.TrainConfig) -> None:
     for name in ("epochs", "batch_size"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
-    if cfg.threads < 1:
-        raise ConfigError(f"--threads must be at least 1, got {cfg.threads}")
+    if not 1 <= cfg.threads <= usable_cores():
+        # more threads than cores only contend; thousands exhaust the host's threads and crash OpenMP
+        raise ConfigError(f"--threads must be between 1 and {usable_cores()} (the cores this process may use), "
+                          f"got {cfg.threads}")
+    if not SEED_RANGE[0] <= cfg.seed <= SEED_RANGE[1]:
+        raise ConfigError(f"--seed must be between {SEED_RANGE[0]} and {SEED_RANGE[1]} (what torch.manual_seed "
+                          f"takes), got {cfg.seed}")
+    for name in ("data", "out", "resume", "init_from"):  # '' would mean the current folder: a typo, not a plan
+        if getattr(cfg, name) is not None and not str(getattr(cfg, name)).strip():
+            raise ConfigError(f"--{name.replace('_', '-')} is empty; name a path, or leave the flag out")
     if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
         raise ConfigError("--workers must be >= 0 and --image-size >= 16")
     if cfg.workers > MAX_WORKERS:
@@ -179,6 +193,11 @@ def check(cfg: config.TrainConfig) -> None:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
     for problem in recipe.check_config(cfg):
         raise ConfigError(problem)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and job schedulers narrow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _check_numbers(cfg: config.TrainConfig) -> None:

@@ -39,9 +39,14 @@ from torch import nn
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DataParallel/DDP, torch.compile
 _WRAPPER_HOP = re.compile(r"(?:^|(?<=\.))(?:module|_orig_mod)\.")  # 'features.module.0.weight': a wrapped submodule
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colours and bold in torch's messages
-# What torch.load(weights_only=True) accepts besides tensors and the types in get_safe_globals().
 _NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}  # a full disk, or a full quota
-_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray, torch.device, torch.dtype, torch.Size)
+# What torch.load(weights_only=True) accepts besides tensors and the types in get_safe_globals(), and the
+# containers it rebuilds. The rules grew: bytes and bytearray load from torch 2.5, complex and set from 2.6
+# (torch 2.4 refuses all four, so a file saved with one would fail on resume).
+_PLAIN = (type(None), bool, int, float, str, torch.device, torch.dtype, torch.Size)
+_PLAIN += (bytes, bytearray) if torch.__version__ >= (2, 5) else ()
+_PLAIN += (complex,) if torch.__version__ >= (2, 6) else ()
+_SEQUENCES = (list, tuple, set) if torch.__version__ >= (2, 6) else (list, tuple)
 
 
 class CheckpointError(ValueError):
@@ -217,7 +222,7 @@ def unsafe_value(obj: Any, where: str = "") -> str | None:
             if found:
                 return found
         return None
-    if type(obj) in (list, tuple, set):
+    if type(obj) in _SEQUENCES:
         return next((found for i, value in enumerate(obj) if (found := unsafe_value(value, f"{where}[{i}]"))), None)
     return f"{where or 'the state'}: {type(obj).__module__}.{type(obj).__qualname__}"
 
@@ -245,14 +250,41 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], *,
         raise TypeError(f"cannot save {path}: {found} would be refused by torch.load(weights_only=True); "
                         f"store {_plain_fix(found)} instead")
     with atomic_file(path, "wb", before_replace=before_replace) as handle:
-        torch.save(state, handle)
+        writer = _RecordingWriter(handle)
+        try:
+            torch.save(state, writer)
+        except RuntimeError:
+            # torch's zip writer turns a failed write (a full disk) into "[enforce fail at
+            # inline_container.cc] unexpected pos": the OSError it swallowed says what happened.
+            if writer.error is not None:
+                raise writer.error from None
+            raise
     return Path(path)
+
+
+class _RecordingWriter:
+    """A binary file that remembers the OSError a write raised (torch.save reports only a position mismatch)."""
+
+    def __init__(self, handle: IO[bytes]):
+        self.handle, self.error = handle, None
+
+    def write(self, data) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as error:
+            self.error = error
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
 
 
 def _first_line(error: BaseException) -> str:
     """The first line of an error's message, or its type when the message is empty."""
     lines = _ESCAPES.sub("", str(error)).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+    line = lines[0] if lines else type(error).__name__
+    # torch's zip reader appends sentences of advice ("This is an internal miniz error. If you ..."): the first says it
+    return re.split(r"(?<=[a-z])\. (?=[A-Z])", line)[0] if len(line) > 150 else line
 
 
 def _check_integrity(path: Path) -> None:
@@ -293,11 +325,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
     return state
 
 
-def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], source: str = "checkpoint") -> None:
-    """Load weights into `model`, plain or wrapped (around it or a submodule), naming the first mismatches.
-
-    The saved keys may carry wrapper hops too (a `model.state_dict()` saved as it was): they match.
-    """
+def _fitting(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> tuple[dict[str, str], dict, str | None]:
+    """(plain name -> the name in `model`, the saved weights under plain names, what does not fit or None)."""
     own = model.state_dict()
     actual = {plain_key(model, key): key for key in own}  # plain name -> the name in `model`
     target = {plain: own[key] for plain, key in actual.items()}
@@ -307,11 +336,28 @@ def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], sour
     unexpected = [k for k in state_dict if k not in target]
     mismatched = [f"{k} {tuple(state_dict[k].shape)} vs {tuple(v.shape)}"
                   for k, v in target.items() if k in state_dict and state_dict[k].shape != v.shape]
-    if missing or unexpected or mismatched:
-        details = "; ".join(part for part in (
-            f"missing {', '.join(missing[:3])}" if missing else "",
-            f"unexpected {', '.join(unexpected[:3])}" if unexpected else "",
-            f"shape {', '.join(mismatched[:3])}" if mismatched else "",
-        ) if part)
+    details = "; ".join(part for part in (
+        f"missing {', '.join(missing[:3])}" if missing else "",
+        f"unexpected {', '.join(unexpected[:3])}" if unexpected else "",
+        f"shape {', '.join(mismatched[:3])}" if mismatched else "",
+    ) if part)
+    return actual, state_dict, details or None
+
+
+def state_dict_mismatch(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> str | None:
+    """What keeps `state_dict` from loading into `model` (missing, unexpected, other shapes), or None.
+
+    Only shapes are compared, so `model` may live on the meta device: a check that allocates nothing.
+    """
+    return _fitting(model, state_dict)[2]
+
+
+def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], source: str = "checkpoint") -> None:
+    """Load weights into `model`, plain or wrapped (around it or a submodule), naming the first mismatches.
+
+    The saved keys may carry wrapper hops too (a `model.state_dict()` saved as it was): they match.
+    """
+    actual, state_dict, details = _fitting(model, state_dict)
+    if details:
         raise CheckpointError(f"{source} does not fit this model: {details}")
     model.load_state_dict({actual[key]: value for key, value in state_dict.items()})

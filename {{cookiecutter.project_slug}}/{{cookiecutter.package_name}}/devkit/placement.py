@@ -36,11 +36,13 @@ def one_device(tensors: Iterable[tuple[str, torch.Tensor]], owner: str) -> torch
 def module_device(module: nn.Module) -> torch.device:
     """The one device holding every parameter and buffer of `module`, or DeviceError naming them.
 
-    A module with no tensors at all (nn.ReLU, say) has no device of its own; the answer is
-    torch.get_default_device(), where it would create tensors now: cpu unless changed.
+    A module with no tensors at all (nn.ReLU, say) has no device of its own; the answer is where
+    it would create tensors now: cpu unless changed by torch.set_default_device or `with torch.device(...)`.
     """
     device = one_device(named_tensors(module), type(module).__name__)
-    return device if device is not None else torch.get_default_device()
+    # Not torch.get_default_device(): on torch 2.4-2.6 it misses a `with torch.device(...)` block (2.8 sees
+    # it); an empty tensor is created where every version would put the module's next tensor.
+    return device if device is not None else torch.empty(0).device
 
 class DeviceAwareMixin:
     """Gives an nn.Module `.device` and `.dtype` read from its own tensors (no dummy parameter).

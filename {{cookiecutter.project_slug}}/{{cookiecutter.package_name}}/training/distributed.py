@@ -186,6 +186,13 @@ def reduce_sums(loss_sum: torch.Tensor, correct: torch.Tensor, seen: int) -> tup
     return totals[0], totals[1], int(totals[2].item())
 
 
+def sum_over_ranks(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` summed over every rank in place, e.g. a confusion matrix (unchanged when not distributed)."""
+    if is_distributed():
+        dist.all_reduce(tensor)
+    return tensor
+
+
 def weights_digest(model: nn.Module) -> str:
     """A SHA-256 of the model's parameters, by name, as stored (wrappers removed)."""
     digest = hashlib.sha256()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .. import outputs
+from .. import metrics, outputs
 from ..devkit.checkpoint import atomic_link
 from . import distributed, loop, recipe, run_state, seeding, stopping, tracking, wrapping
 from .pause_points import pause_point
@@ -37,13 +37,15 @@ def at_step_boundary(run: Run, out: Path, epoch: int, step: int, totals: loop.Ru
         raise stopping.TrainingInterrupted(signum, epoch, step)
 
 
-def _metrics_row(run: Run, epoch: int, train_stats: loop.EpochStats, val_stats: loop.EpochStats) -> dict:
-    """metrics.csv's row for an epoch (the fixed columns first)."""
+def _metrics_row(run: Run, epoch: int, train_stats: loop.EpochStats, val_stats: loop.EpochStats,
+                 val_report: metrics.ClassReport) -> dict:
+    """metrics.csv's row for an epoch (the fixed columns first); every column reaches every logger."""
     return {"epoch": epoch, "train_loss": round(train_stats.loss, 6), "train_acc": round(train_stats.acc, 6),
             "val_loss": round(val_stats.loss, 6), "val_acc": round(val_stats.acc, 6),
             "lr": run.optimizer.param_groups[-1]["lr"],  # the head's (the backbone's is lr * --backbone-lr-scale)
             "epoch_time_s": round(train_stats.seconds + val_stats.seconds, 3),
-            "images_per_s": round(train_stats.images_per_s, 1), "unreadable_images": run.unreadable.count()}
+            "images_per_s": round(train_stats.images_per_s, 1), "unreadable_images": run.unreadable.count(),
+            "val_macro_f1": round(val_report.macro_f1, 6)}
 
 
 def run_epoch(run: Run, epoch: int, out: Path) -> dict:
@@ -69,11 +71,12 @@ def run_epoch(run: Run, epoch: int, out: Path) -> dict:
                                        progress=progress)
     run.step_losses = torch.stack(step_losses) if step_losses else None  # on the device; logged per epoch
     pause_point(f"validate:{epoch}")
+    confusion = metrics.new_confusion(len(run.class_names), run.device)  # summed over ranks by evaluate
     val_stats = loop.evaluate(wrapping.for_evaluation(run.wrapped_model), run.loss_fn, run.val_loader, run.hw,
-                              progress=progress)
+                              progress=progress, confusion=confusion)
     run.unreadable.pool_ranks()
     run.unreadable.check()  # too many unreadable files: stop (exit 2) rather than train on what is left
-    row = _metrics_row(run, epoch, train_stats, val_stats)
+    row = _metrics_row(run, epoch, train_stats, val_stats, metrics.class_report(confusion))
     if run.ema is not None:  # the averaged weights are validated too: best.pt keeps whichever is better
         ema_stats = loop.evaluate(run.ema.module, run.loss_fn, run.val_loader, run.hw, progress=progress)
         row.update(ema_val_loss=round(ema_stats.loss, 6), ema_val_acc=round(ema_stats.acc, 6))
@@ -85,11 +88,12 @@ def open_logger(run: Run, out: Path) -> None:
     if distributed.is_main_process():
         # global optimizer steps count from 1; a mid-epoch checkpoint already holds start_step of its epoch
         first_step = (run.start_epoch - 1) * run.steps_per_epoch + run.start_step + 1
-        run.logger = tracking.open_logger(run.cfg.logger, out, purge_step=first_step, hparams=run.cfg.to_dict())
+        run.logger = tracking.open_logger(run.cfg.logger, out, purge_step=first_step, hparams=run.cfg.to_dict(),
+                                          resuming=run.cfg.resume is not None)  # continues its tracker run
 
 
 def save_epoch(run: Run, row: dict, out: Path) -> None:
-    """Write last.pt, best.pt when validation improved, metrics.csv and curves.png."""
+    """Write best.pt when validation improved, last.pt, then metrics.csv and curves.png."""
     from .. import plots  # matplotlib only loads when a run gets this far (not for --help or a refused flag)
 
     run.rows.append(row)
@@ -100,10 +104,9 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
         return
     state = run.state(row["epoch"])
     best = state if weights == "model" else run.state(row["epoch"], weights=weights)
-    outputs.write_metrics(out / "metrics.csv", run.rows)
-    plots.save_figure(plots.curves_figure(run.rows), out / "curves.png")
-    # last.pt is written last: it is the commit point that --resume continues from, so a kill
-    # before it only repeats this epoch (and rewrites the same metrics and best.pt).
+    # last.pt is the commit point that --resume continues from, so a kill before it only repeats this
+    # epoch (and rewrites the same best.pt). metrics.csv and curves.png follow it: they never show an
+    # epoch that no checkpoint holds (a full disk stops the run at the checkpoint, before them).
     pauses = {name: functools.partial(pause_point, f"save:{name}:{row['epoch']}") for name in ("best.pt", "last.pt")}
     if improved:
         run_state.save(out / "best.pt", best, before_replace=pauses["best.pt"])
@@ -111,6 +114,8 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
         atomic_link(out / "best.pt", out / "last.pt", before_replace=pauses["last.pt"])
     else:
         run_state.save(out / "last.pt", state, before_replace=pauses["last.pt"])
+    outputs.write_metrics(out / "metrics.csv", run.rows)
+    plots.save_figure(plots.curves_figure(run.rows), out / "curves.png")
     run.save_clock.reset()
 
 

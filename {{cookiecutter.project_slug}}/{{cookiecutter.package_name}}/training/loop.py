@@ -16,7 +16,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ..metrics import update_confusion
-from .distributed import earliest_step, reduce_sums
+from .distributed import earliest_step, reduce_sums, sum_over_ranks
 from .hardware import Hardware
 
 
@@ -175,7 +175,8 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, 
     """Mean loss and accuracy of `model` over `val_loader`, without gradients.
 
     The one evaluation loop: training's validation and evaluate.py both run it, so their numbers
-    agree. Pass a (C, C) `confusion` matrix (metrics.new_confusion) to also count predictions in it, and
+    agree. Pass a (C, C) `confusion` matrix (metrics.new_confusion) to also count predictions in it (summed
+over every rank under ddp), and
     `on_batch(images, targets, logits)` to see every batch (e.g. metrics.ConfidentMistakes).
     """
     model.eval()
@@ -196,5 +197,7 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, 
         if on_batch is not None:
             on_batch(images, targets, logits)
     loss_sum, correct, seen = reduce_sums(loss_sum, correct, seen)  # over every rank under ddp
+    if confusion is not None:
+        sum_over_ranks(confusion)  # every rank's counts: the figures cover the whole split
     totals = _summary(loss_sum, correct, seen)
     return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)

@@ -13,7 +13,8 @@ written, rank 0 `claim`s the folder: it creates a new runs/<timestamp> exclusive
 that started in the same second gets a suffix) and takes an OS lock (`flock`) on `OUT/.lock`
 for as long as the run lasts. The lock belongs to the open file, so the kernel releases it when
 the process ends in any way, SIGKILL included: no stale lock is ever left to clear by hand. A
-second run on a locked folder is refused (RunDirError, exit 2) before it writes anything.
+second run on a locked folder is refused (RunDirError, exit 2) before it writes anything. A folder
+deleted while its run holds it is not recreated: the run's next save stops it (RunFolderLost, exit 1).
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RunFailure
 
 RUNS_ROOT = Path("runs")
 LATEST = "latest"
 RUN_FILES = ("last.pt", "best.pt", "metrics.csv", "curves.png")  # what --overwrite removes
 LOCK_FILE = ".lock"
 _HELD_LOCKS: set[int] = set()  # descriptors of the run-folder locks this process holds
+_CLAIMED: dict[str, int] = {}  # the absolute path of each run folder this process holds -> its lock's descriptor
 
 
 def _drop_locks_in_child() -> None:
@@ -43,6 +45,7 @@ def _drop_locks_in_child() -> None:
     for fd in _HELD_LOCKS:
         os.close(fd)
     _HELD_LOCKS.clear()
+    _CLAIMED.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -51,6 +54,10 @@ if hasattr(os, "register_at_fork"):
 
 class RunDirError(ConfigError):
     """--out names another run's folder and no flag says whether to continue or replace it."""
+
+
+class RunFolderLost(RunFailure):
+    """The run folder was deleted or replaced while the run held it: writing there would recreate it unlocked."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,11 +173,48 @@ def claim(plan: Plan, overwrite: bool = False) -> Iterator[Path]:
         if plan.resume is None and not overwrite and holds_checkpoint(folder):
             raise RunDirError(f"{folder} holds another run's checkpoints, written while this run was starting; "
                               f"continue it with --resume {folder}, or replace it with --overwrite")
+        if handle is not None:
+            _CLAIMED[os.path.abspath(folder)] = handle.fileno()
         yield folder
     finally:
         if handle is not None:
+            _CLAIMED.pop(os.path.abspath(folder), None)
             _HELD_LOCKS.discard(handle.fileno())
             handle.close()  # releases the lock
+
+
+def check_outside_data(out: Path, data: str | None) -> None:
+    """Refuse a run folder inside --data (RunDirError): its checkpoints and curves.png would become data.
+
+    In a folder of class folders the run folder would be listed as a class on the next run (or
+    by evaluate.py), with the run's PNGs as its images.
+    """
+    if data is None:
+        return
+    folder, root = Path(os.path.abspath(out)), Path(os.path.abspath(data))
+    if folder == root or root in folder.parents:
+        raise RunDirError(f"--out {out} is inside --data {data}: the run's files would become part of the data; "
+                          "choose an --out outside it")
+
+
+def check_claimed(folder: str | os.PathLike) -> None:
+    """Before writing into `folder`: when it is a run folder this process holds, it must still be the one locked.
+
+    A folder deleted (or deleted and made again) while training has lost its lock and config.json; a
+    save would recreate it unlocked, so a second run could start there. RunFolderLost says so instead.
+    The lock file's identity (device, inode) against the descriptor held tells, with no extra file.
+    """
+    fd = _CLAIMED.get(os.path.abspath(folder))
+    if fd is None:
+        return
+    held = os.fstat(fd)
+    try:
+        now = os.stat(Path(folder) / LOCK_FILE)
+    except OSError:
+        now = None
+    if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+        raise RunFolderLost(f"the run folder {folder} was deleted or replaced while this run held it; "
+                            "stopping without writing there (nothing was saved)")
 
 
 def clear_run_files(folder: Path) -> None:

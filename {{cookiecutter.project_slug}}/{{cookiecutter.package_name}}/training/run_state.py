@@ -26,7 +26,7 @@ the portable, atomic, weights_only file format underneath):
     ema           with --ema: {"model": the averaged weights, "n_averaged": updates so far}
 
 train.py builds it with `training_state`, writes it with `save`; train.py, evaluate.py and
-predict.py read it with `read`, which also checks that the file is one of ours.
+predict.py read it with `read`, which checks every value first (state_check.py).
 """
 
 from __future__ import annotations
@@ -45,9 +45,7 @@ from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
 from ..loss import WeightedCrossEntropy
 from ..model import Classifier, build_model
-from . import recipe, seeding
-
-REQUIRED_KEYS = ("model", "config", "class_names", "image_size")
+from . import recipe, run_folder, seeding, state_check
 
 
 def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, scaler: torch.amp.GradScaler,
@@ -86,36 +84,32 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
 
 
 def save(path: str | os.PathLike, state: dict[str, Any], *, before_replace: Callable[[], None] | None = None) -> Path:
-    """Write a training checkpoint atomically."""
+    """Write a training checkpoint atomically (RunFolderLost when its run folder was deleted meanwhile)."""
+    run_folder.check_claimed(Path(path).parent)
     return checkpoint.save_checkpoint(path, state, before_replace=before_replace)
 
 
 def read(path: str | os.PathLike, map_location: torch.device | str = "cpu") -> dict[str, Any]:
-    """Load a training checkpoint (a file, or a run directory's last.pt) and check it is one of ours."""
+    """Load a training checkpoint (a file, or a run directory's last.pt) and check every value before use.
+
+    state_check refuses (CheckpointError, naming the key) a file that is not ours, or whose values
+    or weights' shapes cannot be right, before any real model is built from it.
+    """
     state = checkpoint.load_checkpoint(path, map_location=map_location)
-    check_layout(state, path)
+    state_check.check_values(state, path)
+    state_check.check_shapes(state, lambda: build_for(state, torch.device("meta")), path)
     return state
 
 
-def check_layout(state: dict[str, Any], path: str | os.PathLike) -> None:
-    """Refuse (CheckpointError) a dict without this project's keys, or with them holding the wrong kinds of value."""
-    missing = [key for key in REQUIRED_KEYS if key not in state]
-    if missing:
-        raise checkpoint.CheckpointError(f"{path} was not written by this project's train.py "
-                                         f"(no {', '.join(missing)})")
-    kinds = {"model": dict, "config": dict, "class_names": (list, tuple), "image_size": int}
-    wrong = [f"{key} is a {type(state[key]).__name__}" for key, kind in kinds.items()
-             if not isinstance(state[key], kind) or isinstance(state[key], bool)]
-    if not wrong and not all(isinstance(name, str) for name in state["class_names"]):
-        wrong = ["class_names holds a value that is not a string"]
-    if wrong:
-        raise checkpoint.CheckpointError(f"{path} is not a checkpoint of this project's train.py: {'; '.join(wrong)}")
+def build_for(state: dict[str, Any], device: torch.device) -> Classifier:
+    """The Classifier a checkpoint names (backbone, classes, input size), without its weights, on `device`."""
+    return build_model(state["config"]["backbone"], len(state["class_names"]), pretrained=False, device=device,
+                       image_size=state["image_size"])  # ViT and MaxViT are built for the size they were trained at
 
 
 def model_from_state(state: dict[str, Any], device: torch.device, source: str = "checkpoint") -> Classifier:
     """Rebuild the Classifier a checkpoint was saved from, with its weights, on `device`."""
-    model = build_model(state["config"]["backbone"], len(state["class_names"]), pretrained=False, device=device,
-                        image_size=state["image_size"])  # ViT and MaxViT are built for the size they were trained at
+    model = build_for(state, device)
     checkpoint.load_model_state(model, state["model"], source)
     return model
 
@@ -145,11 +139,18 @@ def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torc
     if ema is not None and state.get("ema"):
         checkpoint.load_model_state(ema.module, state["ema"]["model"], f"{source} (EMA)")
         ema.n_averaged.fill_(state["ema"]["n_averaged"])
-    optimizer.load_state_dict(state["optimizer"])  # moves its state to the params' device
-    scheduler.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state["scaler"])
-    if "rng" in state:
-        seeding.set_rng_state(state["rng"])
+    for key, restore in (("optimizer", optimizer.load_state_dict),  # moves its state to the params' device
+                         ("scheduler", scheduler.load_state_dict), ("scaler", scaler.load_state_dict),
+                         ("rng", seeding.set_rng_state)):
+        if key == "rng" and key not in state:
+            continue
+        try:
+            restore(state[key])
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as error:
+            # a hand-edited or foreign file: torch's own message, in one line, under the key's name
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise checkpoint.CheckpointError(f"{source}: {key} does not fit this run "
+                                             f"({type(error).__name__}: {reason})") from None
 
 
 def init_model_from(state: dict[str, Any], model: nn.Module, source: str) -> list[str]:

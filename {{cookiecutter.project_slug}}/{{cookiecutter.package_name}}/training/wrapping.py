@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -100,12 +101,11 @@ def check_compile(device: torch.device) -> None:
     if not is_dynamo_supported():
         raise ParallelError("--compile: torch.compile does not support this Python/platform; run without --compile")
     if device.type == "cpu":
-        try:
-            from torch._inductor.cpp_builder import get_cpp_compiler
-
-            get_cpp_compiler()
-        except ImportError:
+        search = _cpp_compiler_search()
+        if search is None:  # private API moved: let torch.compile speak for itself
             return
+        try:
+            search()
         except Exception:  # InvalidCxxCompiler and friends
             raise ParallelError("--compile on cpu needs a C++ compiler (none found: install g++ or set CXX); "
                                 "run without --compile") from None
@@ -119,6 +119,16 @@ def check_compile(device: torch.device) -> None:
         if not _triton_c_compiler():
             raise ParallelError(f"--compile on {device.type} needs a C compiler for triton (none found: install gcc "
                                 "or set CC); run without --compile")
+
+
+def _cpp_compiler_search() -> Callable[[], str] | None:
+    """Inductor's own search for the C++ compiler it builds CPU kernels with; None where torch keeps it elsewhere."""
+    try:
+        from torch._inductor import cpp_builder
+    except ImportError:
+        return None
+    # torch 2.5 made the search public as get_cpp_compiler; torch 2.4 has it as _get_cpp_compiler.
+    return getattr(cpp_builder, "get_cpp_compiler", None) or getattr(cpp_builder, "_get_cpp_compiler", None)
 
 
 def _triton_c_compiler() -> str | None:

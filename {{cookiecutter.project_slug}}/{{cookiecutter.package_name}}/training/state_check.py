@@ -1,0 +1,207 @@
+"""Checking what a training checkpoint says before any of it is used: a file that lies is refused by name.
+
+A checkpoint is data from disk, perhaps hand-edited, truncated, from another version or another
+project. `check_values` refuses (CheckpointError, one line naming the key) a missing key, a value of
+the wrong kind, an out-of-range value (an image size past settings.MAX_IMAGE_SIZE, a zero or
+non-finite std, duplicate class names, a negative epoch) and non-finite weights. `check_shapes`
+compares the weights' shapes with the model the checkpoint names, built on the meta device (no
+memory), and the head's rows with the class names, before any real model is allocated. run_state.read
+runs both, so train.py --resume/--init-from, evaluate.py, predict.py and export.py see only checked files.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from .. import backbones
+from ..cli import one_line as cli_line
+from ..config import TrainConfig
+from ..config_file import _matches, _type_name
+from ..data.transforms import AUGMENTATIONS, Preprocessing
+from ..devkit.checkpoint import CheckpointError, state_dict_mismatch
+from ..errors import UserError
+from ..settings import CHOICES, MAX_IMAGE_SIZE
+
+REQUIRED_KEYS = ("model", "config", "class_names", "image_size")
+MIN_IMAGE_SIZE = 16  # settings.check's lower bound for --image-size
+HEAD_WEIGHT = "head.weight"  # model.Classifier's head: one row per class
+# The optional keys' kinds (older checkpoints lack some; train.py writes them all).
+OPTIONAL_KINDS: dict[str, type | tuple[type, ...]] = {
+    "epoch": int, "step": int, "best_val_acc": (int, float), "optimizer": dict, "scheduler": dict, "scaler": dict,
+    "loss": dict, "rng": dict, "metrics": list, "version": str, "preprocessing": (dict, type(None)),
+    "weights": str, "ema": (dict, type(None)), "epoch_totals": dict, "unreadable": dict,
+}
+
+
+def _refuse(path: str | os.PathLike, what: str) -> CheckpointError:
+    return CheckpointError(f"{path}: {what}")
+
+
+def _kind_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
+    """isinstance, where a bool is never a number."""
+    return isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
+
+
+def check_values(state: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse (CheckpointError naming the key) a checkpoint whose keys, kinds, ranges or weights cannot be right."""
+    _check_layout(state, path)
+    _check_class_names(state["class_names"], path)
+    _check_image_size(state["image_size"], "image_size", path)
+    _check_config(state["config"], path)
+    _check_optional(state, path)
+    if state.get("preprocessing"):
+        _check_preprocessing(state["preprocessing"], path)
+    _check_weights(state["model"], "model", path)
+    if state.get("ema"):
+        _check_ema(state["ema"], state["model"], path)
+    if "loss" in state:
+        _check_loss(state["loss"], len(state["class_names"]), path)
+
+
+def _check_layout(state: dict[str, Any], path: str | os.PathLike) -> None:
+    """The keys every checkpoint of this project has, holding the right kinds of value."""
+    missing = [key for key in REQUIRED_KEYS if key not in state]
+    if missing:
+        raise CheckpointError(f"{path} was not written by this project's train.py (no {', '.join(missing)})")
+    kinds = {"model": dict, "config": dict, "class_names": (list, tuple), "image_size": int}
+    wrong = [f"{key} is a {_kind_name(state[key])}" for key, kind in kinds.items() if not _is(state[key], kind)]
+    if wrong:
+        raise CheckpointError(f"{path} is not a checkpoint of this project's train.py: {'; '.join(wrong)}")
+
+
+def _check_class_names(names: list | tuple, path: str | os.PathLike) -> None:
+    """At least one class, every name a non-empty string, no name twice (two logits with one label)."""
+    if len(names) < 1:
+        raise _refuse(path, "class_names is empty")
+    odd = next((name for name in names if not isinstance(name, str) or not name), None)
+    if odd is not None or any(not isinstance(name, str) for name in names):
+        raise _refuse(path, f"class_names holds {odd!r}, not a class name")
+    seen: set[str] = set()
+    twice = next((name for name in names if name in seen or seen.add(name)), None)
+    if twice is not None:
+        raise _refuse(path, f"class_names names {twice!r} twice")
+
+
+def _check_image_size(size: Any, key: str, path: str | os.PathLike) -> None:
+    if not _is(size, int) or not MIN_IMAGE_SIZE <= size <= MAX_IMAGE_SIZE:
+        raise _refuse(path, f"{key} is {size!r}; expected a whole number of pixels in "
+                            f"[{MIN_IMAGE_SIZE}, {MAX_IMAGE_SIZE}]")
+
+
+def _check_config(config: dict, path: str | os.PathLike) -> None:
+    """The run's settings: a backbone name, and every TrainConfig field it has of the field's type and choices."""
+    hints = typing.get_type_hints(TrainConfig)
+    if not isinstance(config.get("backbone"), str):
+        raise _refuse(path, f"config.backbone is {config.get('backbone')!r}, not a backbone name")
+    for key, hint in hints.items():
+        if key not in config:
+            continue  # older checkpoints lack newer settings: their defaults apply
+        value, allowed = config[key], CHOICES.get(key)
+        if not _matches(value, hint) or (allowed and value is not None and value not in allowed):
+            expected = f"one of {', '.join(map(str, allowed))}" if allowed else _type_name(hint)
+            raise _refuse(path, f"config.{key} is {value!r} (expected {expected})")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _refuse(path, f"config.{key} is {value}, not a finite number")
+
+
+def _check_optional(state: dict[str, Any], path: str | os.PathLike) -> None:
+    """The keys train.py writes beside the required ones, where present: their kinds and ranges."""
+    for key, kind in OPTIONAL_KINDS.items():
+        if key in state and not _is(state[key], kind):
+            raise _refuse(path, f"{key} is a {_kind_name(state[key])}")
+    for key in ("epoch", "step"):
+        if state.get(key, 0) < 0:
+            raise _refuse(path, f"{key} is {state[key]}, below 0")
+    if state.get("weights", "model") not in ("model", "ema"):
+        raise _refuse(path, f"weights is {state['weights']!r} (expected model or ema)")
+    if not all(isinstance(row, dict) and _is(row.get("epoch"), int) for row in state.get("metrics", [])):
+        raise _refuse(path, "metrics holds a row without a whole-number epoch")
+    unreadable = state.get("unreadable", {})
+    if not all(isinstance(paths, list) and all(isinstance(p, str) for p in paths) for paths in unreadable.values()):
+        raise _refuse(path, "unreadable holds something other than lists of file names")
+
+
+def _check_preprocessing(values: dict, path: str | os.PathLike) -> None:
+    """The input size, the evaluation resize, and a normalisation that divides by positive, finite numbers."""
+    try:
+        prep = Preprocessing.from_dict(values)
+    except (TypeError, KeyError, ValueError) as error:
+        raise _refuse(path, f"preprocessing is not one this project writes ({type(error).__name__}: {error})") from None
+    _check_image_size(prep.image_size, "preprocessing.image_size", path)
+    if prep.resize_size is not None:
+        _check_image_size(prep.resize_size, "preprocessing.resize_size", path)
+    for key, values in (("mean", prep.mean), ("std", prep.std)):
+        if len(values) != 3 or not all(_is(v, (int, float)) and math.isfinite(v) for v in values):
+            raise _refuse(path, f"preprocessing.{key} is {list(values)!r}; expected 3 finite numbers (R, G, B)")
+    if not all(v > 0 for v in prep.std):
+        raise _refuse(path, f"preprocessing.std is {list(prep.std)!r}; every value must be above 0")
+    if prep.augment not in AUGMENTATIONS:
+        raise _refuse(path, f"preprocessing.augment is {prep.augment!r} (expected one of {', '.join(AUGMENTATIONS)})")
+
+
+def _check_weights(weights: dict, key: str, path: str | os.PathLike) -> None:
+    """Names to tensors, every floating-point one finite (NaN weights predict NaN without a word)."""
+    for name, value in weights.items():
+        if not isinstance(name, str) or not isinstance(value, torch.Tensor):
+            raise _refuse(path, f"{key} holds {name!r}: {_kind_name(value)}, not a named tensor")
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise _refuse(path, f"{key}.{name} holds NaN or infinite values")
+
+
+def _check_ema(ema: dict, model: dict, path: str | os.PathLike) -> None:
+    if not isinstance(ema.get("model"), dict) or not _is(ema.get("n_averaged"), int) or ema["n_averaged"] < 0:
+        raise _refuse(path, "ema is not {'model': weights, 'n_averaged': count}")
+    _check_weights(ema["model"], "ema.model", path)
+    differ = next((name for name, value in model.items()
+                   if name not in ema["model"] or ema["model"][name].shape != value.shape), None)
+    if differ is not None or len(ema["model"]) != len(model):
+        raise _refuse(path, f"ema.model does not match model ({differ or 'other keys'})")
+
+
+def _check_loss(loss: dict, num_classes: int, path: str | os.PathLike) -> None:
+    weights = loss.get("class_weights")
+    if weights is None:
+        return
+    if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != (num_classes,):
+        shape = tuple(weights.shape) if isinstance(weights, torch.Tensor) else _kind_name(weights)
+        raise _refuse(path, f"loss.class_weights is {shape}, expected one weight per class ({num_classes})")
+    if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
+        raise _refuse(path, "loss.class_weights holds a negative, NaN or infinite weight")
+
+
+def check_head(state: dict[str, Any], path: str | os.PathLike) -> None:
+    """The head has one row per class name: checked before any model of that many classes is built."""
+    head = state["model"].get(HEAD_WEIGHT)
+    if head is not None and (head.dim() != 2 or head.shape[0] != len(state["class_names"])):
+        count = len(state["class_names"])
+        raise _refuse(path, f"model.{HEAD_WEIGHT} is {tuple(head.shape)}, but class_names names {count} classes "
+                            f"(a head of ({count}, {head.shape[-1]}))")
+
+
+def check_shapes(state: dict[str, Any], build_on_meta: Callable[[], nn.Module], path: str | os.PathLike) -> None:
+    """Every weight fits the model the checkpoint names, built on the meta device (no memory) to compare shapes."""
+    check_head(state, path)
+    backbone = state["config"]["backbone"]
+    try:
+        backbones.check_backbone(backbone)
+        backbones.check_image_size(backbone, state["image_size"])
+        model = build_on_meta()
+    except UserError as error:  # a backbone this installation does not know, or an input size it cannot take
+        raise _refuse(path, f"config.backbone: {cli_line(error)}") from None
+    except Exception as error:  # the builder's own asserts for arguments it cannot take
+        raise _refuse(path, f"config.backbone {backbone!r} cannot be built at image_size {state['image_size']} "
+                            f"({type(error).__name__}: {cli_line(error)})") from None
+    problem = state_dict_mismatch(model, state["model"])
+    if problem:
+        raise _refuse(path, f"model does not fit config.backbone {state['config']['backbone']!r}: {problem}")
