@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import importlib.util
 import json
 import os
 import re
@@ -101,6 +102,34 @@ def test_a_new_augmentation_recipe_in_transforms_py_trains_resumes_evaluates_pre
     assert (out / "model.pt2").is_file()
 
 
+def _add_worst_recall(text: str) -> str:
+    """A new column in _metrics_row, from the validation's ClassReport: the recall of the worst class."""
+    return text.replace('"val_macro_f1": round(val_report.macro_f1, 6)',
+                        '"val_macro_f1": round(val_report.macro_f1, 6),\n'
+                        '            "val_worst_recall": round(min(val_report.recall), 6)', 1)
+
+
+@pytest.mark.slow
+def test_a_new_metric_in_metrics_row_reaches_metrics_csv_and_the_tracker_through_a_resume(tiny_data, tmp_path):
+    """training/epochs.py `_metrics_row`: a column computed from the validation's ClassReport lands in
+    metrics.csv for every epoch, the resumed one too, and reaches the tracker (TensorBoard's scalars, read
+    back with its own reader, where the tensorboard extra is installed)."""
+    copy = changed_copy(tmp_path, f"{PACKAGE}/training/epochs.py", _add_worst_recall)
+    out = tmp_path / "run"
+    tensorboard = importlib.util.find_spec("tensorboard") is not None
+    run_lifecycle(copy, tiny_data, out, *(["--logger", "tensorboard"] if tensorboard else []))
+    with open(out / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["epoch"] for row in rows] == ["1", "2"]
+    assert all(0.0 <= float(row["val_worst_recall"]) <= 1.0 for row in rows)
+    if tensorboard:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        accumulator = EventAccumulator(str(out))
+        accumulator.Reload()
+        logged = [event.value for event in accumulator.Scalars("val_worst_recall")]
+        assert logged == pytest.approx([float(row["val_worst_recall"]) for row in rows])
+
 JSONL_TRACKER = '''
 
 class JsonLinesLogger(Logger):
@@ -166,10 +195,12 @@ def _change_it_rows() -> list[list[str]]:
 
 
 def _defined_names(path: Path) -> set[str]:
-    """Names a Python file defines at its top level (functions, classes, assignments)."""
+    """Names a Python file defines or imports at its top level (functions, classes, assignments, imports)."""
     names = set()
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
