@@ -6,12 +6,21 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import Bakery
+from helpers import VERSION_TIMINGS, Bakery
 
 
 def pytest_configure(config):
     """Register the marker for tests that run baked projects in subprocesses."""
     config.addinivalue_line("markers", "slow: runs a baked project's code in a subprocess")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """What each entry of the version matrix cost (tests/test_versions.py), where any ran."""
+    lines = config.stash.get(VERSION_TIMINGS, [])
+    if lines:
+        terminalreporter.section("version matrix: seconds to install, run the quick tier, run the export round trips")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

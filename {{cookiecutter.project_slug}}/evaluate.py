@@ -40,7 +40,9 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--resplit", action="store_true", help="measure data that changed since the run recorded its "
                                                           "--val-split, divided anew (val may hold trained images)")
     p.add_argument("--batch-size", type=int, default=None, help="default: the training run's batch size")
-    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument("--workers", type=int, default=config.default_workers(),
+                   help="DataLoader worker processes (default: the cores this process may use, less one: "
+                        "%(default)s here)")
     p.add_argument("--device", default=None, help=f"default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE}")
     p.add_argument("--out", default=None,
                    help="confusion-matrix PNG (default: confusion_<split>.png beside the checkpoint)")
@@ -97,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     prep = run_state.preprocessing(state)
     # uint8 batches normalised on the device, as training's validation had them: the same numbers, a
     # quarter of the bytes to copy
-    hw = Hardware.create(device, precision_name, bool(trained.get("channels_last")), mean=prep.mean, std=prep.std)
+    hw = Hardware.create(device, precision_name, trained.get("channels_last"), mean=prep.mean, std=prep.std)
     model = model.to(memory_format=hw.memory_format)
     root = data_root(args.data, trained)
     dataset = data.image_folder(root, args.split, prep, train=False, val_split=run_state.val_split(state),

@@ -51,6 +51,17 @@ def parity(reference: model_files.Predictor, candidate: model_files.Predictor,
     return logit_diff, prob_diff
 
 
+def check_out(path: Path) -> None:
+    """Refuse an --out that is a folder, or under a file (ConfigError), before anything is exported."""
+    if path.is_dir():
+        raise ConfigError(f"--out {path} is a folder; name the file to write (e.g. {path / 'model.pt2'})")
+    for place in path.parents:
+        if place.exists():
+            if not place.is_dir():
+                raise ConfigError(f"cannot write --out {path}: {place} is a file, not a folder")
+            return
+
+
 def run(args: argparse.Namespace) -> int:
     """Export, check against the checkpoint on a batch, then write the file atomically."""
     if args.batch_size < 1:
@@ -58,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.tolerance < math.inf:  # NaN fails this too: a check that accepts anything is no check
         raise ConfigError(f"--tolerance must be a finite number of at least 0, got {args.tolerance}")
     device = torch.device("cpu")  # a graph traced on a GPU would name that GPU; the CPU's is portable
+    check_out(Path(args.out))  # before the export's minutes of work
     state = run_state.read(args.checkpoint)
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
@@ -75,7 +87,12 @@ def run(args: argparse.Namespace) -> int:
     if not prob_diff <= args.tolerance:  # also catches NaN
         raise RuntimeError(f"the exported model differs from the checkpoint by {prob_diff:.3g} in probability "
                            f"(over --tolerance {args.tolerance}); {args.out} was not written")
-    path = checkpoint.atomic_write(args.out, data)
+    try:
+        path = checkpoint.atomic_write(args.out, data)
+    except checkpoint.DiskFullError:
+        raise
+    except OSError as error:  # a read-only or special file system (/proc), no permission
+        raise ConfigError(f"cannot write --out {args.out}: {error.strerror or error}") from None
     batch = check_batch if args.static_batch else "dynamic"
     print(f"wrote {path} ({args.format}, {Path(path).stat().st_size / 2**20:.1f} MiB, "
           f"{len(metadata.class_names)} classes, {size} px, batch {batch})")

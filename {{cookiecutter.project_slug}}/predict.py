@@ -30,6 +30,7 @@ from {{ cookiecutter.package_name }}.devkit.backends import pins_memory
 from {{ cookiecutter.package_name }}.devkit.precision import half_copy
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import run_state
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 
 def get_args_parser() -> argparse.ArgumentParser:
@@ -44,7 +45,9 @@ def get_args_parser() -> argparse.ArgumentParser:
                         "(probabilities agree with fp32 to within 0.05)")
     p.add_argument("--topk", type=int, default=1, metavar="K", help="show the K most likely labels per image")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument("--workers", type=int, default=config.default_workers(),
+                   help="DataLoader worker processes (default: the cores this process may use, less one: "
+                        "%(default)s here)")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
     return p
@@ -122,14 +125,19 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> model_file
     return model_files.TorchPredictor(half_copy(model) if args.half else model, metadata, device)
 
 
-def top_predictions(predictor: model_files.Predictor, loader: DataLoader, k: int,
-                    warn: Callable[[str], None]) -> Iterator[tuple[int, list[float], list[int]]]:
-    """Yield (input index, top-k probabilities, top-k class indices) per readable image, in order."""
+def top_predictions(predictor: model_files.Predictor, loader: DataLoader, k: int, warn: Callable[[str], None],
+                    hw: Hardware) -> Iterator[tuple[int, list[float], list[int]]]:
+    """Yield (input index, top-k probabilities, top-k class indices) per readable image, in order.
+
+    The loader yields uint8 images: `hw` makes them float and normalises them on the predictor's device."""
     for images, indices, failed in loader:
         for index, reason in failed:
             warn(f"warning: skipped {loader.dataset.paths[index]}: {reason}")
         if images is None:
             continue
+        images = images.to(predictor.device, non_blocking=True)
+        if images.dtype == torch.uint8:
+            images = hw.to_float(images)  # (B, 3, H, W) float32
         logits = predictor.predict_logits(images)  # (B, C), float32 on the CPU
         probs, classes = logits.softmax(dim=1).topk(k, dim=1)  # (B, k) each
         yield from zip(indices, probs.tolist(), classes.tolist())
@@ -155,7 +163,9 @@ def predict(args: argparse.Namespace) -> int:
     if not paths:
         raise DataError(f"no images found in {' '.join(args.inputs)}")
     prep = predictor.metadata.preprocessing()
-    dataset = ImagePaths(paths, build_transforms(prep, train=False), short_side(prep))
+    # uint8 from the workers (a quarter of the bytes to copy), float and normalised on the predictor's device
+    hw = Hardware.create(predictor.device, mean=prep.mean, std=prep.std)
+    dataset = ImagePaths(paths, build_transforms(prep, train=False, normalize=False), short_side(prep))
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
                         collate_fn=collate_readable, pin_memory=pins_memory(predictor.device))
     k = min(args.topk, len(class_names))
@@ -164,7 +174,7 @@ def predict(args: argparse.Namespace) -> int:
         header = "probability" if k == 1 else f"top-{k} (label probability)"
         print(f"{'path':<{width}}  " + (f"{'label':<{label_width}}  " if k == 1 else "") + header)
     results, rows = [], 0
-    for index, probs, classes in top_predictions(predictor, loader, k, warn):
+    for index, probs, classes in top_predictions(predictor, loader, k, warn, hw):
         labels, rows = [class_names[c] for c in classes], rows + 1
         if args.json:
             results.append({"path": str(paths[index]), "label": labels[0], "probability": round(probs[0], 6),

@@ -105,6 +105,7 @@ def prepare_out(run: Run, out: Path, device: torch.device, plan: run_folder.Plan
                                              "image_size": run.image_size, "class_names": run.class_names,
                                              "preprocessing": run.preprocessing.to_dict(),
                                              "split": run.split,  # the --val-split record (data/splits.py)
+                                             "machine": run.machine(),  # workers, decode, tf32, channels_last
                                              "environment": outputs.run_environment()})  # to rerun it
     if plan.resume and run.rows:  # as the checkpoint holds them: a save stopped before metrics.csv left it behind
         outputs.write_metrics(out / "metrics.csv", run.rows)
@@ -158,6 +159,8 @@ def report_start(run: Run, device: torch.device, notes: list[str], verbose: bool
     for note in filter(None, [devkit.index_order_warning(), *notes]):  # cuda:N may not be nvidia-smi's GPU N
         distributed.print_main(note)
     distributed.print_main(f"image size: {run.image_size} px, {run.preprocessing.reason}")
+    for note in run.machine_notes():
+        distributed.print_main(note)
     if cfg.init_from:
         fresh = f"; a fresh {', '.join(run.fresh)}" if run.fresh else ""
         distributed.print_main(f"init: weights from {cfg.init_from}{fresh}")

@@ -22,6 +22,7 @@ from conftest import HANG_S
 from run_helpers import PROJECT, start_train, wait_for
 
 import evaluate
+import export
 import predict
 import train
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES
@@ -233,3 +234,15 @@ def test_a_huge_mistakes_count_is_exit_2(trained, tiny_data, tmp_path, capsys):
     assert evaluate.main([str(trained / "last.pt"), "--data", str(tiny_data), "--device", "cpu",
                           "--mistakes-count", "1000000000", "--out", str(tmp_path / "c.png")]) == 2
     assert "--mistakes-count" in one_error_line(capsys) and not (tmp_path / "c.png").exists()
+
+
+@pytest.mark.parametrize("where", ["under a file", "a folder", "/proc"])
+def test_export_to_a_place_it_cannot_write_is_exit_2(where, trained, tmp_path, capsys):
+    """Was a raw FileExistsError / FileNotFoundError, exit 1 (after the whole export, for /proc)."""
+    (tmp_path / "afile").write_text("x")
+    out = {"under a file": tmp_path / "afile" / "model.pt2", "a folder": tmp_path,
+           "/proc": Path("/proc") / "model.pt2"}[where]
+    if where == "/proc" and not Path("/proc/self").exists():
+        pytest.skip("no /proc here")
+    assert export.main([str(trained / "last.pt"), "--format", "pt2", "--out", str(out)]) == 2
+    assert "--out" in one_error_line(capsys)

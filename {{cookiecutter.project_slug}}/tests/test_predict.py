@@ -16,6 +16,7 @@ from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_
 from {{ cookiecutter.package_name }}.devkit.precision import half_copy
 from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.model_files import Metadata, TorchPredictor
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.run_state import model_from_state
 
 CLASSES = sorted(DEMO_CLASSES)
@@ -115,16 +116,18 @@ def test_half_precision_labels_every_image_on_cpu(checkpoint, tmp_path, capsys):
 
 @pytest.mark.parametrize("device", [d for d in DEVICES if d != "meta"])  # meta holds no values to print
 def test_cpu_images_are_moved_and_cast_to_the_model(device, checkpoint, tmp_path):
-    """The loader yields CPU float32 batches; top_predictions hands the model its own device and dtype."""
+    """The loader yields CPU uint8 batches; top_predictions normalises them on the model's device, in its dtype."""
     device = torch.device(device)
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)
     model = half_copy(model_from_state(state, device).eval())
     seen = []
     model.register_forward_pre_hook(lambda module, args: seen.append((args[0].device, args[0].dtype)))
-    dataset = predict.ImagePaths(write_images(tmp_path, 3), build_transforms(32, train=False))
+    dataset = predict.ImagePaths(write_images(tmp_path, 3), build_transforms(32, train=False, normalize=False))
     loader = torch.utils.data.DataLoader(dataset, batch_size=2, collate_fn=predict.collate_readable)
     predictor = TorchPredictor(model, Metadata(CLASSES, 32, [0.5] * 3, [0.5] * 3), device)
-    results = list(predict.top_predictions(predictor, loader, 1, print))
+    hw = Hardware.create(device, mean=(0.5,) * 3, std=(0.5,) * 3)
+    assert next(iter(loader))[0].dtype == torch.uint8
+    results = list(predict.top_predictions(predictor, loader, 1, print, hw))
     assert [index for index, _, _ in results] == [0, 1, 2]
     assert seen == [(device, torch.float16)] * 2
 

@@ -35,12 +35,13 @@ def configure_device(cli_value: str | None = None) -> torch.device:
     return DEVICE
 
 
-def default_workers(most: int = 8) -> int:
+def default_workers() -> int:
     """Loader workers for one process: the cores it may use, shared by the ddp ranks on this node, one left
-    for the process itself, at most `most`."""
+    for the process itself. Not capped: a JPEG costs a worker 10-15 ms (benchmarks/README.md), so a GPU that
+    trains thousands of images a second needs every core a host has."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     local_ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))  # set by torchrun
-    return max(0, min(most, cores // local_ranks - 1))
+    return max(0, cores // local_ranks - 1)
 
 
 @dataclasses.dataclass
@@ -64,7 +65,8 @@ class TrainConfig:
     pretrained: bool = {{ "True" if cookiecutter.pretrained == "yes" else "False" }}
     precision: str = "{{ cookiecutter.default_precision }}"  # fp32 | fp16 | bf16
     parallel: str = "{{ cookiecutter.multi_gpu }}"  # none | dp | ddp
-    channels_last: bool = False
+    channels_last: bool | None = None  # NHWC; None: on when autocasting on CUDA (training/hardware.py)
+    decode: str = "auto"  # where JPEGs are decoded: auto | cpu | device (data/device_decode.py)
     cache_images: bool = False  # decode train/ and val/ once into memory (uint8, resized)
     cache_budget_mb: int = 2048  # --cache-images refuses a dataset that needs more memory
     compile: bool = False

@@ -1,8 +1,8 @@
 """A run's config.json read back as settings, so `train.py --config runs/exp1/config.json` replays the run.
 
 config.json holds every TrainConfig field plus a record of the run: `resolved_device`,
-`device_identity`, `class_names`, `preprocessing` and `environment` (library versions, the
-command line), and `image_size` as
+`device_identity`, `class_names`, `preprocessing`, `machine` (workers, decode, TF32, channels_last as in
+force) and `environment` (library versions, the command line), and `image_size` as
 resolved, which replays as an explicit size. The record is read past; a replay chooses its own
 place: `out` and `resume` (where the run was written, what it continued from) are not taken
 from the file, so a replay never writes into, or continues, the run it copies.
@@ -25,7 +25,8 @@ from .config import TrainConfig
 from .errors import ConfigError
 
 # written by train.py as a record of the run, not settings
-RECORD_KEYS = frozenset({"resolved_device", "device_identity", "class_names", "preprocessing", "environment"})
+RECORD_KEYS = frozenset({"resolved_device", "device_identity", "class_names", "preprocessing", "environment",
+                         "machine"})
 PLACE_KEYS = frozenset({"out", "resume"})  # where a run wrote and what it continued: each replay picks its own
 MAX_BYTES = 1 << 20  # a config.json is a few KB; a bigger file is not one
 MAX_DEPTH = 8  # settings are scalars or short lists, the record a few levels more: deeper is no config.json

@@ -18,13 +18,14 @@ import os
 from . import backbones, config
 from .config_file import read_config_file
 from .data import DEMO_IMAGE_SIZE
+from .data.device_decode import DECODES
 from .data.transforms import AUGMENTATIONS
 from .errors import ConfigError
 from .training import recipe
 from .training.tracking import LOGGERS
 
 CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": tuple(LOGGERS),
-           "augment": tuple(AUGMENTATIONS)}
+           "augment": tuple(AUGMENTATIONS), "decode": DECODES}
 MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
 SEED_RANGE = (-2**63, 2**64 - 1)  # torch.manual_seed's: a 64-bit integer, signed or not
 MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch would fail on file handles instead
@@ -35,7 +36,7 @@ MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch w
 MAY_CHANGE_ON_RESUME = frozenset({
     "epochs", "workers", "device", "logger", "save_every_minutes", "max_bad_fraction", "data", "out", "resume",
     "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
-    "threads",
+    "threads", "decode",
 })
 
 
@@ -70,7 +71,10 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
                    "shifts, turns and zooms, no mirroring: digits, text, scans); standard (random crops and "
                    "horizontal flips: photos)" + _default("augment"))
     g.add_argument("--workers", type=int, help="DataLoader worker processes (default: the cores this process may use "
-                   "per ddp rank on the node, less one, at most 8; here " + f"{config.default_workers()})")
+                   "per ddp rank on the node, less one; here " + f"{config.default_workers()})")
+    g.add_argument("--decode", choices=CHOICES["decode"], help="where JPEGs are decoded: cpu (in the loader "
+                   "workers); device (the workers read bytes, the GPU decodes, resizes, crops and flips); auto: "
+                   "device for JPEG data on CUDA" + _default("decode"))
     g.add_argument("--cache-images", action="store_true",
                    help="decode the data once into memory (uint8, resized) so small runs are compute-bound")
     g.add_argument("--cache-budget-mb", type=int, help="memory --cache-images may use" + _default("cache_budget_mb"))
@@ -146,8 +150,9 @@ def _device_flags(p: argparse.ArgumentParser) -> None:
                    help="autocast dtype; fp16 adds a GradScaler on CUDA" + _default("precision"))
     g.add_argument("--parallel", choices=CHOICES["parallel"], help="dp: DataParallel over the visible GPUs; ddp: one "
                    "process per device under torchrun" + _default("parallel"))
-    g.add_argument("--channels-last", action="store_true",
-                   help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores)")
+    g.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
+                   help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores; "
+                        "default: on when autocasting (fp16, bf16) on CUDA)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
     g.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch's own operations; more "
                    "pays only on an otherwise idle machine with N free cores" + _default("threads"))

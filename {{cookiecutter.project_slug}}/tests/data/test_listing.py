@@ -137,3 +137,12 @@ def test_an_image_too_wide_to_resize_is_skipped_by_training_evaluate_and_predict
     result, err = capsys.readouterr()
     assert "aaa_wide.png" in err and len(json.loads(result)) == len(images) - 1
     assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["unreadable"]["train"]
+
+
+def test_a_val_class_folder_that_is_the_train_one_is_refused(data_copy):
+    """val/<class> a link to train/<class>: validation would measure the images it trains on."""
+    first = sorted(p.name for p in (data_copy / "train").iterdir() if p.is_dir())[0]
+    shutil.rmtree(data_copy / "val" / first)
+    os.symlink(data_copy / "train" / first, data_copy / "val" / first)
+    with pytest.raises(DataError, match="same directory"):
+        load_splits(data_copy, 32)

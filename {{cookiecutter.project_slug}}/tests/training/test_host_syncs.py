@@ -15,10 +15,13 @@ import warnings
 import pytest
 import torch
 import torch.distributed as dist
+from PIL import Image
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.data.device_decode import CollateEncoded, use_device_decode
 from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
+from {{ cookiecutter.package_name }}.data.transforms import Preprocessing
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.metrics import new_confusion, update_confusion
 from {{ cookiecutter.package_name }}.model import build_model
@@ -50,17 +53,26 @@ def _stand_in_run(device: torch.device) -> types.SimpleNamespace:
     return types.SimpleNamespace(stop=stopping.StopRequest(), save_clock=stopping.SaveClock(0), device=device)
 
 
-def _epoch_of(tiny_data, device: torch.device, batch_size: int, reads: _Reads | None = None) -> int:
-    """Host reads during one training epoch (with EMA and the step boundary) and one validation pass."""
+def _epoch_of(tiny_data, device: torch.device, batch_size: int, reads: _Reads | None = None,
+              decode_on_device: bool = False) -> int:
+    """Host reads during one training epoch (with EMA and the step boundary) and one validation pass.
+
+    `decode_on_device`: the loaders hand over JPEG bytes that Hardware.batch decodes (data/device_decode.py).
+    """
     torch.manual_seed(0)
     train_set, val_set = load_splits(tiny_data, image_size=32)
+    collate = {}
+    if decode_on_device:
+        train_set, val_set = (use_device_decode(dataset, Preprocessing(32), train)
+                              for dataset, train in ((train_set, True), (val_set, False)))
+        collate = {True: CollateEncoded(train_set.geometry), False: CollateEncoded(val_set.geometry)}
     model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=device)
     cfg = TrainConfig(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01)  # the real config
     optimizer, ema = recipe.make_optimizer(model, cfg), recipe.make_ema(model, 0.9)
     loss_fn = WeightedCrossEntropy(torch.ones(4)).to(device)
-    hw = Hardware.create(device)
-    train_loader = build_loader(train_set, batch_size, device, train=True)
-    val_loader = build_loader(val_set, batch_size, device, train=False)
+    hw = Hardware.create(device, mean=(0.5,) * 3, std=(0.25,) * 3)
+    train_loader = build_loader(train_set, batch_size, device, train=True, collate_fn=collate.get(True))
+    val_loader = build_loader(val_set, batch_size, device, train=False, collate_fn=collate.get(False))
     run = _stand_in_run(device)
     before = reads.count if reads else 0
     stats = loop.train_one_epoch(model, loss_fn, optimizer, train_loader, hw, epoch=1,
@@ -78,6 +90,24 @@ def test_an_epoch_reads_the_device_as_often_with_twelve_steps_as_with_three(tiny
     and per image in the CPU transforms, the same for both batch sizes.)"""
     reads = _Reads(monkeypatch)
     few, many = _epoch_of(tiny_data, CPU, 8, reads), _epoch_of(tiny_data, CPU, 2, reads)
+    assert many == few, f"{many - few} more host reads for 9 more steps: a read per step crept in"
+
+
+@pytest.fixture(scope="module")
+def tiny_jpegs(tiny_data, tmp_path_factory):
+    """tiny_data's images as JPEG files."""
+    root = tmp_path_factory.mktemp("jpegs")
+    for png in tiny_data.rglob("*.png"):
+        target = root / png.relative_to(tiny_data).with_suffix(".jpg")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        Image.open(png).convert("RGB").save(target)
+    return root
+
+
+def test_decoding_on_the_device_adds_no_read_per_step(tiny_jpegs, monkeypatch):
+    """--decode device: decoding, resizing, cropping and flipping each batch on the device reads nothing back."""
+    reads = _Reads(monkeypatch)
+    few, many = (_epoch_of(tiny_jpegs, CPU, size, reads, decode_on_device=True) for size in (8, 2))
     assert many == few, f"{many - few} more host reads for 9 more steps: a read per step crept in"
 
 

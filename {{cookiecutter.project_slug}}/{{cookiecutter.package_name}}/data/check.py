@@ -18,7 +18,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .errors import DataError
-from .folders import load_splits, open_data
+from .folders import IMPORT_PATH, load_splits
 
 SPLITS = ("train", "val")
 CHECK_SIZE = 224  # the image size the memory budget is checked at when --image-size is not given
@@ -113,12 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1 or args.image_size < 1:
         print("error: --workers and --image-size must be >= 1", file=sys.stderr)
         return 2
-    try:
-        open_data(args.data)  # what --data names must exist; what it holds is the report's
-    except DataError as error:
-        if not Path(args.data).exists() and ":" not in args.data:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
+    if not Path(args.data).exists() and not IMPORT_PATH.match(args.data):  # what it holds is the report's
+        print(f"error: {args.data} does not exist (nor is it a module:function dataset)", file=sys.stderr)
+        return 2
     lines, problems = scan(args.data, args.workers, args.max_bad_fraction, progress=sys.stderr.isatty(),
                            val_split=args.val_split, seed=args.seed, image_size=args.image_size)
     print("\n".join(lines))

@@ -22,7 +22,7 @@ from .dataset import Decoded, FileImages, ImageDataset, Subset, check_dataset
 from .errors import DataError
 from .images import DECODE_ERRORS, load_rgb
 from .labels_csv import LABELS_FILE, labels_file, read_labels
-from .listing import IMG_EXTENSIONS, list_classes
+from .listing import IMG_EXTENSIONS, check_apart, list_classes
 from .splits import record, split_indices
 from .transforms import Preprocessing, build_transforms
 
@@ -107,9 +107,9 @@ def choose(source: DataSource, split: str, val_split: float | None, seed: int) -
     if named is not None:
         return named, {"rule": "named"}
     if source.whole is None or split not in ("train", "val") or not val_split:
-        where = f"{source.data}/{split}" if source.folder or source.whole is not None else source.data
-        raise DataError(f"{where}: no split named {split!r}: expected {source.data}/{split}/<class>/<image>, "
-                        f"{source.data}/<class>/<image> divided by --val-split, or a labels.csv with a split column")
+        raise DataError(f"{source.data}: no split named {split!r}: expected {source.data}/{split}/<class>/<image>, "
+                        f"{source.data}/<class>/<image> divided by --val-split, or a labels.csv whose split column "
+                        f"holds {split!r}")
     train_indices, val_indices = split_indices(list(source.whole.targets), val_split, seed)
     return Subset(source.whole, val_indices if split == "val" else train_indices), record(source.whole, val_split, seed)
 
@@ -143,6 +143,8 @@ def load_splits(root: Path | str, image_size: int | Preprocessing, *, val_split:
     source = open_data(root, allow_empty)
     val_set = decoded(source, "val", image_size, False, val_split, seed)  # first: a missing val/ is named as such
     train_set = decoded(source, "train", image_size, True, val_split, seed)
+    if source.folder is not None:
+        check_apart(source.folder / "train", source.folder / "val")
     if train_set.classes != val_set.classes:
         raise DataError(f"{root}: train/ classes {train_set.classes} differ from val/ classes {val_set.classes}")
     return train_set, val_set

@@ -82,12 +82,24 @@ def class_folders(folder: Path) -> list[str]:
 
 def check_not_aliased(folders: list[Path]) -> None:
     """Refuse class folders that are one directory, or one inside another (DataError naming both)."""
-    real = [(Path(os.path.realpath(folder)), folder) for folder in folders]
-    for i, (one, one_name) in enumerate(real):
-        for other, other_name in real[i + 1:]:
-            if one == other or one in other.parents or other in one.parents:
-                raise DataError(f"class folders {one_name} and {other_name} are the same directory (a link or "
-                                f"nested): each image would train two classes; keep one of them")
+    # Sorted by their parts, a folder's descendants follow it at once: comparing neighbours finds every alias.
+    real = sorted((Path(os.path.realpath(folder)).parts, str(folder)) for folder in folders)
+    for (one, one_name), (other, other_name) in zip(real, real[1:]):
+        if other[:len(one)] == one:
+            raise DataError(f"class folders {one_name} and {other_name} are the same directory (a link or "
+                            f"nested): each image would train two classes; keep one of them")
+
+
+def check_apart(train_folder: Path, val_folder: Path) -> None:
+    """Refuse a val/ whose class folders are train's (a link): it would validate on the images it trains on."""
+    def real_classes(folder: Path) -> dict[str, str]:
+        return {os.path.realpath(folder / name): str(folder / name) for name in class_folders(folder)}
+
+    train, val = real_classes(train_folder), real_classes(val_folder)
+    shared = sorted(set(train) & set(val))
+    if shared:
+        raise DataError(f"{val[shared[0]]} is the same directory as {train[shared[0]]}: validation would measure "
+                        "the images it trains on")
 
 
 def list_classes(folder: Path) -> Listing:

@@ -48,11 +48,14 @@ class SignalSafeLoader(DataLoader):
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
-PREFETCH_BATCHES = 4  # per worker: enough queued batches to ride out a slow image without idling the device
+# Per worker. With a worker per core, 2 ride out a slow image without idling the device; more only multiply the
+# pinned memory and /dev/shm the batches in flight take (workers x prefetch of them: a uint8 batch of 256 images
+# at 224 px is 38 MB, pinned as 64 MB), and a container's small /dev/shm ends the workers with a bus error.
+PREFETCH_BATCHES = 2
 
 
 def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
-                 workers: int = 0, seed: int = 0, sampler=None) -> DataLoader:
+                 workers: int = 0, seed: int = 0, sampler=None, collate_fn=None) -> DataLoader:
     """A DataLoader that pins memory iff the device is a GPU and keeps workers alive across epochs.
 
     Each worker keeps PREFETCH_BATCHES batches ready ahead of the step that needs them.
@@ -60,7 +63,8 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
     For training, shuffle order and augmentation are functions of (seed, epoch, index), so a
     resumed run redraws exactly what an uninterrupted one drew (see sampling.py); call
     `loader.sampler.set_epoch(epoch)` before each epoch. A given `sampler` (e.g. a
-    DistributedSampler) still chooses the indices.
+    DistributedSampler) still chooses the indices. `collate_fn`: None for torch's default (stacked tensors);
+    data/device_decode.CollateEncoded for batches the device decodes.
     """
     if train:
         sampler = EpochSampler(len(dataset), seed, shuffle=True, inner=sampler, batch_size=batch_size)
@@ -78,4 +82,5 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
         drop_last=False,
         generator=generator,
         worker_init_fn=ignore_stop_signals if workers > 0 else None,
+        collate_fn=collate_fn,
     )

@@ -16,6 +16,7 @@ import torch
 from ..training.distributed import eval_shard, main_process_first, train_sampler
 from .cache import cache_splits
 from .demo import DEMO_IMAGE_SIZE, DEMO_ROOT, write_demo_dataset
+from .device_decode import CollateEncoded, choose_decode, file_names, use_device_decode
 from .folders import DataError, class_counts, load_splits, short_side
 from .loaders import build_loader
 from .preprocessing import choose_preprocessing
@@ -36,6 +37,8 @@ class Loaders:
     unreadable: UnreadableLog  # unreadable files found so far, per split; saved in checkpoints
     split: dict  # how train and val were chosen: {"rule": "named"} or the --val-split record (data/splits.py)
     notes: list[str]  # what the listing left out (hidden names, directory links), for the CLI to print
+    decode: str = "cpu"  # where JPEGs are decoded: cpu (in the loader workers) | device (data/device_decode.py)
+    decode_reason: str = ""
 
 
 def check_trainable(root: Path, train_set, val_set) -> None:
@@ -84,16 +87,22 @@ def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = No
     else:
         geometry = preprocessing
         train_set, val_set = SkipUnreadable(train_set), SkipUnreadable(val_set)
+    decode, decode_reason = choose_decode(getattr(cfg, "decode", "auto"), device, file_names(train_set),
+                                          cfg.cache_images)
     # uint8 out of the loader, float on the device (training/hardware.py): the same per-sample randomness
+    collate = {}
     for dataset, train in ((train_set, True), (val_set, False)):
         inner = dataset.dataset if isinstance(dataset, SkipUnreadable) else dataset
         inner.transform = build_transforms(geometry, train, normalize=False)
+        if decode == "device":  # the workers read bytes and draw; the device decodes and transforms
+            dataset.dataset = use_device_decode(inner, geometry, train)  # inside SkipUnreadable (no cache here)
+            collate[train] = CollateEncoded(dataset.dataset.geometry)
         unreadable = UnreadableLog({"train": len(train_set), "val": len(val_set)}, cfg.max_bad_fraction)
     report = on_unreadable or (lambda split, path, reason: None)
     train_loader = build_loader(train_set, cfg.batch_size, device, train=True, workers=cfg.workers, seed=cfg.seed,
-                                sampler=train_sampler(train_set, cfg.seed))
+                                sampler=train_sampler(train_set, cfg.seed), collate_fn=collate.get(True))
     val_loader = build_loader(val_set, cfg.batch_size, device, train=False, workers=cfg.workers,
-                              sampler=eval_shard(val_set))
+                              sampler=eval_shard(val_set), collate_fn=collate.get(False))
     return Loaders(ReportingLoader(train_loader, lambda path, reason: report("train", path, reason)),
                    ReportingLoader(val_loader, lambda path, reason: report("val", path, reason)),
-                   class_names, counts, preprocessing, unreadable, split, notes)
+                   class_names, counts, preprocessing, unreadable, split, notes, decode, decode_reason)

@@ -1,5 +1,9 @@
 """The run's hardware in one handle: device, precision policy, gradient scaler, memory format and the
-normalisation that turns the loader's uint8 batches into the model's float inputs on the device.
+normalisation that turns the loader's uint8 batches into the model's float inputs on the device (decoding
+them there first when the loader hands over JPEG bytes: data/device_decode.py).
+
+Defaults that use a GPU: TF32 matmuls for fp32 on CUDA, channels_last when autocasting on CUDA (`notes()`
+says which are on, for the start-up lines and config.json).
 
 Decided once in train.py (and evaluate.py) and passed to the loops, so the four travel together
 instead of side by side through every signature.
@@ -12,7 +16,25 @@ import dataclasses
 
 import torch
 
+from ..data.device_decode import EncodedBatch
 from ..devkit.precision import PrecisionPolicy, make_policy
+
+
+def default_channels_last(device: torch.device, precision: str) -> bool:
+    """NHWC where it pays by default: autocast (fp16/bf16) on CUDA, whose tensor-core convolutions want it."""
+    return device.type == "cuda" and precision in ("fp16", "bf16")
+
+
+def use_tf32(device: torch.device) -> bool:
+    """Let fp32 matmuls use TF32 tensor cores on CUDA (torch's default is full fp32), unless deterministic
+    algorithms were asked for (torch.use_deterministic_algorithms): who asks for them wants the same numbers.
+
+    TF32 keeps fp32's range with a 10-bit mantissa: ConvNeXt and ViT, mostly Linear layers, run several times
+    faster at fp32. Convolutions already use it (torch.backends.cudnn.allow_tf32 defaults to True).
+    """
+    tf32 = device.type == "cuda" and not torch.are_deterministic_algorithms_enabled()
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    return tf32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,11 +46,13 @@ class Hardware:
     scaler: torch.amp.GradScaler
     memory_format: torch.memory_format = torch.contiguous_format
     normalization: tuple[torch.Tensor, torch.Tensor] | None = None  # (3, 1, 1) mean and std, on the device
+    tf32: bool = False  # fp32 matmuls on TF32 tensor cores (use_tf32)
 
     @classmethod
-    def create(cls, device: torch.device, precision: str = "fp32", channels_last: bool = False, *,
+    def create(cls, device: torch.device, precision: str = "fp32", channels_last: bool | None = False, *,
                mean: tuple[float, ...] | None = None, std: tuple[float, ...] | None = None) -> Hardware:
-        """The handle for `device` under `precision` (fp32 | fp16 | bf16), NHWC when `channels_last`.
+        """The handle for `device` under `precision` (fp32 | fp16 | bf16), NHWC when `channels_last` (None: the
+        default, default_channels_last).
 
         `mean` and `std` (the preprocessing's) normalise uint8 batches on the device; float batches pass as they are.
 
@@ -38,16 +62,31 @@ class Hardware:
         """
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = not torch.are_deterministic_algorithms_enabled()
+        tf32 = use_tf32(device)
         policy = make_policy(precision, device)
+        if channels_last is None:
+            channels_last = default_channels_last(device, precision)
         memory_format = torch.channels_last if channels_last else torch.contiguous_format
         # Made once: a tensor built from Python floats per batch would be a pageable copy, i.e. a sync.
         normalization = None if mean is None or std is None else tuple(
             torch.as_tensor(values, dtype=torch.float32, device=device).view(-1, 1, 1) for values in (mean, std))
-        return cls(device, policy, policy.grad_scaler(), memory_format, normalization)
+        return cls(device, policy, policy.grad_scaler(), memory_format, normalization, tf32)
 
-    def batch(self, images: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    @property
+    def channels_last(self) -> bool:
+        """Whether the model and its inputs are NHWC."""
+        return self.memory_format == torch.channels_last
+
+    def notes(self) -> dict[str, bool]:
+        """The defaults in force, for the start-up lines and config.json."""
+        return {"tf32": self.tf32, "channels_last": self.channels_last}
+
+    def batch(self, images: torch.Tensor | EncodedBatch,
+              targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch on the device, uint8 images made float and normalised there; non_blocking overlaps the copy
-        with compute when the loader pinned it."""
+        with compute when the loader pinned it. JPEG bytes (EncodedBatch) are decoded on the device first."""
+        if isinstance(images, EncodedBatch):
+            images = images.to_images(self.device)
         images = images.to(self.device, non_blocking=True, memory_format=self.memory_format)  # (B, 3, H, W)
         if images.dtype == torch.uint8:
             images = self.to_float(images)

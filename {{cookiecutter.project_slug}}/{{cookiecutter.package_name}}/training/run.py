@@ -12,6 +12,7 @@ import tqdm
 from .. import loss, model, outputs
 from ..config import TrainConfig
 from ..data import build_loaders
+from ..data.loaders import PREFETCH_BATCHES
 from . import distributed, recipe, run_state, stopping, tracking, wrapping
 from .hardware import Hardware
 from .loop import StepRecipe
@@ -37,6 +38,7 @@ class Run:
                 print(note, file=sys.stderr)
         self.train_loader, self.val_loader, self.class_names = data.train_loader, data.val_loader, data.class_names
         self.preprocessing, self.unreadable = data.preprocessing, data.unreadable
+        self.decode, self.decode_reason = data.decode, data.decode_reason
         # A resumed run augments as its checkpoint did (build_loaders took its preprocessing); record that recipe
         self.cfg = cfg = dataclasses.replace(cfg, augment=self.preprocessing.augment)
         self.image_size = self.preprocessing.image_size
@@ -61,6 +63,20 @@ class Run:
         self.stop = stopping.StopRequest()  # flagged by SIGINT/SIGTERM once train() installs it
         self.logger, self.step_losses = tracking.Logger(), None  # open_logger() replaces the no-op logger
         self.save_clock = stopping.SaveClock(cfg.save_every_minutes)
+
+    def machine(self) -> dict:
+        """How this process feeds and runs the device (config.json's `machine`): loader workers and prefetch,
+        where JPEGs are decoded and why, TF32 and channels_last as in force."""
+        return {"workers": self.cfg.workers, "prefetch": PREFETCH_BATCHES if self.cfg.workers else 0,
+                "decode": self.decode, "decode_reason": self.decode_reason, **self.hw.notes()}
+
+    def machine_notes(self) -> list[str]:
+        """The start-up lines that say how the device is fed and what runs by default."""
+        machine = self.machine()
+        on = {True: "on", False: "off"}
+        return [f"loader: {machine['workers']} workers, {machine['prefetch']} batches prefetched each; JPEGs decoded "
+                f"on the {machine['decode']} ({machine['decode_reason']})",
+                f"tf32 matmuls: {on[machine['tf32']]}; channels_last: {on[machine['channels_last']]}"]
 
     @property
     def steps_per_epoch(self) -> int:
