@@ -162,6 +162,19 @@ def test_a_new_tracker_in_tracking_py_gets_every_metrics_column_and_a_resume_con
     assert all(set(columns) <= row.keys() for row in logged)
 
 
+@pytest.mark.slow
+def test_sgd_with_a_step_schedule_by_flags_trains_resumes_evaluates_predicts_and_exports(tiny_data, tmp_path):
+    """No code: --optimizer sgd --momentum 0.9 --nesterov --schedule step --step-epochs 1 runs a whole life, and
+    the checkpoint holds SGD's momentum and the run's config says so."""
+    out = tmp_path / "run"
+    run_lifecycle(PROJECT, tiny_data, out, "--optimizer", "sgd", "--momentum", "0.9", "--nesterov",
+                  "--schedule", "step", "--step-epochs", "1")
+    recorded = json.loads((out / "config.json").read_text())
+    assert (recorded["optimizer"], recorded["schedule"], recorded["nesterov"]) == ("sgd", "step", True)
+    state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
+    assert "momentum_buffer" in next(iter(state["optimizer"]["state"].values()))
+
+
 ADAM_OPTIMIZER = '''
 
 def _adam(groups: list[dict], cfg, fused: bool | None) -> torch.optim.Optimizer:
@@ -190,7 +203,7 @@ def _change_it_rows() -> list[list[str]]:
     """The cells of README.md's "Change it" table, one list per row (header and rule left out)."""
     readme = (PROJECT / "README.md").read_text(encoding="utf-8")
     section = readme.split("\n## Change it\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line.strip().strip("|").split("|") for line in section.splitlines() if line.startswith("|")]
+    rows = [re.split(r"(?<!\\)\|", line.strip()[1:-1]) for line in section.splitlines() if line.startswith("|")]
     return [[cell.strip() for cell in row] for row in rows[2:]]
 
 
