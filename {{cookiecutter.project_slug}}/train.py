@@ -182,7 +182,7 @@ def train(settled: settings.Settled) -> int:
         if settled.debug_devices:
             devkit.DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's
         with claim_out(plan, cfg.overwrite) as out:  # held until the run ends: a second run here is refused
-            run.cfg = cfg = dataclasses.replace(cfg, out=str(out))  # a runs/<timestamp> taken meanwhile: a suffix
+            run.cfg = cfg = dataclasses.replace(run.cfg, out=str(out))  # a runs/<timestamp> taken meanwhile: a suffix
             return train_in(run, out, device, plan)
 
 

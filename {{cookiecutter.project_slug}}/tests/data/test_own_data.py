@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 import evaluate
+import export
 import predict
 import train
 from {{ cookiecutter.package_name }}.data import check
@@ -35,7 +36,8 @@ def flat_images_with_labels(tiny_data, root, with_split: bool):
 
 
 def train_resume_evaluate_predict(data: str, out, tmp_path, capsys, *extra) -> None:
-    """One epoch, a resume to two, evaluate.py on the data the run recorded, predict.py on two images."""
+    """One epoch, a resume to two, evaluate.py on the data the run recorded, predict.py on two images, and
+    export.py (a .pt2 file checked against the checkpoint's outputs)."""
     assert train.main(["--data", data, "--out", str(out), "--epochs", "1", *BASE, *extra]) == 0
     assert train.main(["--data", data, "--out", str(out), "--epochs", "2", "--resume", str(out), *BASE, *extra]) == 0
     capsys.readouterr()
@@ -48,6 +50,7 @@ def train_resume_evaluate_predict(data: str, out, tmp_path, capsys, *extra) -> N
     assert predict.main([str(out / "best.pt"), *images, "--device", "cpu", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == len(images) and {row["label"] for row in rows} <= set(classes)
+    assert export.main([str(out / "best.pt"), "--format", "pt2", "--out", str(tmp_path / "model.pt2")]) == 0
 
 
 @pytest.fixture

@@ -224,3 +224,25 @@ def test_resuming_a_finished_run_with_more_epochs_keeps_learning(tiny_data, tmp_
     assert rows[0]["lr"] == 0.0 < rows[1]["lr"]  # the 1-epoch run had reached 0; its continuation has not
     weights = load_cpu(out / "last.pt")["model"]
     assert any(not torch.equal(weights[name], tensor) for name, tensor in first["model"].items())
+
+
+def _choices() -> list[tuple[str, ...]]:
+    """Every registered --optimizer and --schedule (a step schedule that drops every epoch, so the drop is seen)."""
+    from {{ cookiecutter.package_name }}.training import optimization
+
+    return ([("--optimizer", name) for name in optimization.OPTIMIZERS]
+            + [("--schedule", name, *(("--step-epochs", "1") if name == "step" else ()))
+               for name in optimization.SCHEDULES])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("choice", _choices(), ids=lambda choice: "-".join(choice[:2]).strip("-"))
+def test_each_optimizer_and_schedule_resumes_exactly_after_a_kill(tiny_data, tmp_path, choice):
+    """Each registered --optimizer and --schedule: SIGKILL mid-epoch 2 (after a save), resume, and the final tensors
+    (the optimizer's own state included) and the schedule equal an uninterrupted run's."""
+    reference_out, out = tmp_path / "reference", tmp_path / "run"
+    _train(tiny_data, reference_out, extra=choice)
+    _kill_at(tiny_data, out, 0, "step:2:2", resume=False, extra=(*choice, *EVERY_STEP))
+    assert (load_cpu(out / "last.pt")["epoch"], load_cpu(out / "last.pt")["step"]) == (2, 1)  # saved after step 1
+    _train(tiny_data, out, resume=True, extra=choice)
+    assert_same_run(load_cpu(out / "last.pt"), load_cpu(reference_out / "last.pt"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import train_one_thread
+from conftest import HANG_S, train_one_thread
 
 import train
 from {{ cookiecutter.package_name }}.outputs import read_metrics
@@ -39,7 +39,7 @@ def _killed_after_logging_epoch_1(data: Path, out: Path, logger: str) -> None:
         process = subprocess.Popen([sys.executable, "train.py", *train_args(data, out, logger)], cwd=PROJECT, env=env,
                                    stdout=subprocess.DEVNULL, stderr=handle)
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + HANG_S
         while "paused at save:last.pt:1" not in log.read_text(errors="replace"):
             assert process.poll() is None, log.read_text()[-2000:]
             assert time.monotonic() < deadline

@@ -40,7 +40,8 @@ class Run:
         self.preprocessing, self.unreadable = data.preprocessing, data.unreadable
         self.decode, self.decode_reason = data.decode, data.decode_reason
         # A resumed run augments as its checkpoint did (build_loaders took its preprocessing); record that recipe
-        self.cfg = cfg = dataclasses.replace(cfg, augment=self.preprocessing.augment)
+        # --resplit acts once, here: what checkpoints and config.json record is the new split, not the flag
+        self.cfg = cfg = dataclasses.replace(cfg, augment=self.preprocessing.augment, resplit=False)
         self.image_size = self.preprocessing.image_size
         # The loaders yield uint8: the hardware handle makes them float with the preprocessing's normalisation
         self.hw = Hardware.create(device, cfg.precision, cfg.channels_last, mean=self.preprocessing.mean,
