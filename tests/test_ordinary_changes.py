@@ -1,6 +1,10 @@
 """A generated project's suite survives its owner: the ordinary changes the generated README's "Change it"
 section describes keep the tests that read those registries green, without editing one test.
 
+The changes: an --augment recipe (data/transforms.py), a TrainConfig field (config.py), a tracker
+(training/tracking.py), and their own backbone module made the project's default (a new module in the
+package, config.py's `backbone`).
+
 Each change is made in a copy of the default bake the way its owner would make it (a few lines in the one
 file the README names), checked to have taken effect (train.py --help offers it), and then the generated
 tests that read the changed registry or dataclass run in their quick tier (`-m "not slow"`).
@@ -39,11 +43,57 @@ CONFIG_FIELD = (
                         text, count=1, flags=re.M),
     None,
 )
-CHANGES = {"augment-recipe": AUGMENT_RECIPE, "config-field": CONFIG_FIELD}
+TRACKER = (
+    f"{PKG}/training/tracking.py",
+    lambda text: text + '''
+
+class PrintLogger(Logger):
+    """Ours: each epoch's row on stdout."""
+
+    def __init__(self, log_dir: Path, **_):
+        self.log_dir = log_dir
+
+    def log_epoch(self, row: dict, step_losses: torch.Tensor | None, last_step: int) -> None:
+        print(f"epoch {row['epoch']}: {row}")
+
+
+LOGGERS["print"] = None
+_OPENERS["print"] = PrintLogger
+''',
+    "print",
+)
+OWN_BACKBONE_MODULE = (
+    f"{PKG}/my_models.py",
+    lambda text: text + '''"""Our own backbone."""
+
+from torch import nn
+
+
+class TinyNet(nn.Module):
+    """(B, 3, H, W) -> (B, 12) features."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 12, 3, padding=1), nn.BatchNorm2d(12), nn.ReLU(),
+                                      nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+    def forward(self, images):
+        return self.features(images)
+''',
+    None,
+)
+OWN_BACKBONE_DEFAULT = (
+    f"{PKG}/config.py",
+    lambda text: re.sub(r'^(    backbone: str = )"\w+"', rf'\1"{PKG}.my_models:TinyNet"', text, count=1, flags=re.M),
+    f"{PKG}.my_models:TinyNet",
+)
+CHANGES = {"augment-recipe": AUGMENT_RECIPE, "config-field": CONFIG_FIELD, "tracker": TRACKER,
+           "own-backbone": OWN_BACKBONE_MODULE, "own-backbone-default": OWN_BACKBONE_DEFAULT}
 
 # The generated tests that read the augmentation registry, the loggers, the backbones or TrainConfig's fields.
 READERS = ["tests/test_settings.py", "tests/data/test_transforms.py", "tests/test_config.py",
-           "tests/test_backbones.py", "tests/training/test_tracking.py", "tests/training/test_host_syncs.py",
+           "tests/test_backbones.py", "tests/test_own_backbone.py", "tests/test_model.py",
+           "tests/training/test_tracking.py", "tests/training/test_trackers.py", "tests/training/test_host_syncs.py",
            "tests/training/test_recipe.py"]
 
 
@@ -54,7 +104,7 @@ def changed_project(bakery, tmp_path_factory) -> Path:
     shutil.copytree(bakery.project(), project)
     for relative, change, _ in CHANGES.values():
         path = project / relative
-        before = path.read_text(encoding="utf-8")
+        before = path.read_text(encoding="utf-8") if path.exists() else ""  # a new file of the owner's
         after = change(before)
         assert after != before, f"the change to {relative} did not apply: the template moved; update CHANGES"
         path.write_text(after, encoding="utf-8")
@@ -63,8 +113,9 @@ def changed_project(bakery, tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_ordinary_changes_keep_the_generated_tests_that_read_them_green(changed_project):
-    """With a new augmentation recipe and a new config field, the quick tier of the tests that read the
-    registries passes unchanged; train.py --help offers the new choices, so the changes are really there."""
+    """With a new augmentation recipe, a new config field, a new tracker and their own module as the default
+    backbone, the quick tier of the tests that read those passes unchanged; train.py --help offers the new
+    choices, so the changes are really there."""
     helped = run([sys.executable, "train.py", "--help"], cwd=changed_project, timeout=600)
     assert helped.returncode == 0, describe(helped)
     offered = re.sub(r"\s+", " ", helped.stdout)

@@ -6,7 +6,7 @@ uncommitted edits are what gets tested) plus one marker line at the end of the g
 the update must bring. The project is made with `cruft create --checkout` an older commit of the template's
 own history, committed, changed by its owner (README's title, a module of their own), committed again, then
 updated non-interactively. cruft runs from the test environment when installed there, else through
-`uvx --from cruft` (PyPI, once; then uv's cache).
+uv (`uvx --from cruft==2.16.0`: PyPI once, then uv's cache).
 """
 
 from __future__ import annotations
@@ -29,11 +29,17 @@ GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
 
 
 def cruft_command() -> list[str] | None:
-    """How to run cruft here: the installed module, or uvx; None when neither is available."""
+    """How to run cruft here: the installed module, else through uv (uvx, uv, or uv as a module); None if neither."""
     if importlib.util.find_spec("cruft") is not None:
         return [sys.executable, "-m", "cruft"]
-    uvx = shutil.which("uvx")
-    return [uvx, "--from", "cruft==2.16.0", "cruft"] if uvx else None
+    tool_run = ["tool", "run", "--from", "cruft==2.16.0", "cruft"]
+    if shutil.which("uvx"):
+        return [shutil.which("uvx"), *tool_run[2:]]
+    if shutil.which("uv"):
+        return [shutil.which("uv"), *tool_run]
+    if importlib.util.find_spec("uv") is not None:
+        return [sys.executable, "-m", "uv", *tool_run]
+    return None
 
 
 CRUFT = cruft_command()

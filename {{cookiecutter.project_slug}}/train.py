@@ -40,6 +40,7 @@ def resolve_modes(settled: settings.Settled, device: torch.device) -> tuple[str,
     cfg, explicit = settled.cfg, settled.explicit
     parallel_mode, parallel_note = wrapping.resolve_parallel(cfg.parallel if "parallel" in explicit else None,
                                                              cfg.parallel, device)
+    wrapping.check_combination(parallel_mode, cfg.compile)  # before anything is built or written
     precision_name, precision_note = precision.resolve_precision(
         cfg.precision if "precision" in explicit else None, cfg.precision, device)
     return parallel_mode, precision_name, [note for note in (parallel_note, precision_note) if note]
@@ -181,7 +182,7 @@ def train(settled: settings.Settled) -> int:
         if settled.debug_devices:
             devkit.DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's
         with claim_out(plan, cfg.overwrite) as out:  # held until the run ends: a second run here is refused
-            run.cfg = cfg = dataclasses.replace(cfg, out=str(out))  # a runs/<timestamp> taken meanwhile: a suffix
+            run.cfg = cfg = dataclasses.replace(run.cfg, out=str(out))  # a runs/<timestamp> taken meanwhile: a suffix
             return train_in(run, out, device, plan)
 
 
@@ -190,6 +191,8 @@ def train_in(run: Run, out: Path, device: torch.device, plan: run_folder.Plan) -
     cfg = run.cfg
     if plan.resume:
         run.resume(plan.resume)
+        for note in run.resume_notes:
+            distributed.print_main(note)
     prepare_out(run, out, device, plan)
     epochs.open_logger(run, out)
     with run.stop.installed():

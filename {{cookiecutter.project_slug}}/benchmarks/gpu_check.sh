@@ -192,6 +192,19 @@ train() { # train RUN ARGS...: train.py on the demo data, from scratch, in RUNS/
         "${TRAIN_SIZE[@]}" --out "$RUNS/$1" "${@:2}"
 }
 
+demo_jpegs() { # demo_jpegs DIR: the demo data in DIR/png and as JPEG files in DIR/jpeg (for --decode device)
+    "$PYTHON" -c 'import sys
+from pathlib import Path
+from PIL import Image
+from '"$PACKAGE"'.data import write_demo_dataset
+root = Path(sys.argv[1])
+pngs = write_demo_dataset(root / "png", train_per_class=60, val_per_class=20)
+for png in pngs.rglob("*.png"):
+    jpeg = root / "jpeg" / png.relative_to(pngs).with_suffix(".jpg")
+    jpeg.parent.mkdir(parents=True, exist_ok=True)
+    Image.open(png).convert("RGB").save(jpeg, quality=90)' "$1"
+}
+
 train_run() { # train_run RUN ARGS...: one training run; figure: its images/s and accuracy
     train "$@"
     local rc=$?
@@ -384,7 +397,10 @@ phase_train() {
         --cutmix 1.0
     cuda_step train-channels-last 240 train_run channels-last --precision fp32 --channels-last
     if ((DRY_RUN)) || supports train.py --decode; then # the device-decode path, where this version has it
-        cuda_step train-device-decode 240 train_run device-decode --precision bf16 --decode device
+        # on JPEGs: the demo's PNGs would all be decoded in the workers (the path for other formats)
+        ((DRY_RUN)) || demo_jpegs "$WORK/demo-jpeg" || true  # a failure shows in the step
+        cuda_step train-device-decode 240 train_run device-decode --precision bf16 --decode device \
+            --data "$WORK/demo-jpeg/jpeg"
     else
         skip train-device-decode "train.py has no --decode"
     fi

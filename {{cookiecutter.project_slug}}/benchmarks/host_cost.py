@@ -40,6 +40,7 @@ from pathlib import Path
 from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, uninstalled
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # photo_jpegs.py beside it, also when imported by path
 
 import torch  # noqa: E402
 from photo_jpegs import write_photo_jpegs  # noqa: E402

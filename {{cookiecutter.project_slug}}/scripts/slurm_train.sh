@@ -14,8 +14,9 @@
 
 head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 # The rendezvous port is the job's own: two jobs whose first node is the same never meet in one
-# rendezvous (with a fixed port, scancel of one killed the other). A requeued job keeps its id, so its port.
-port=$((20000 + SLURM_JOB_ID % 20000))
+# rendezvous (with a fixed port, scancel of one killed the other). A requeued job keeps its id, so its port;
+# 10000-29999 stays below Linux's ephemeral ports (32768 and up), which outgoing connections take.
+port=$((10000 + SLURM_JOB_ID % 20000))
 
 # Time limit near: SIGTERM to every process of the job's steps (scancel --signal leaves this script
 # alone); the training processes save last.pt at the next step and exit 143. Then back in the queue.

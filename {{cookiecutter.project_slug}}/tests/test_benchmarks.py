@@ -95,10 +95,14 @@ def test_peers_gives_every_script_one_stratified_split_of_the_same_files(tiny_da
 
 
 def test_host_cost_prints_cpu_milliseconds_per_sample_for_each_data_path(tiny_data, one_thread, capsys):
-    """host_cost.py reads the training dataset in a worker's way and the main process's, and prints each."""
+    """host_cost.py reads the training dataset in a worker's way and the main process's, the device path's worker
+    share and torchvision's presets, and prints each (the project's with its ratio to the preset)."""
     load_script("host_cost.py").main(["--data", str(tiny_data), "--samples", "4", "--repeats", "1"])
     out = capsys.readouterr().out
-    for name in ("project", "project main", "project standard"):
+    for name in ("project none", "project main", "project standard", "device none", "device standard"):
+        assert re.search(rf"^  {name} +median \d+\.\d+  runs \d+\.\d+  / presets (eval|train) \d+\.\d+$", out,
+                         re.MULTILINE), out
+    for name in ("presets eval", "presets train"):
         assert re.search(rf"^  {name} +median \d+\.\d+  runs \d+\.\d+$", out, re.MULTILINE), out
 
 

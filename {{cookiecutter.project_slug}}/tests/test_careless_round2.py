@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HANG_S
 from run_helpers import PROJECT, start_train, wait_for
 
 import evaluate
@@ -101,7 +102,7 @@ def test_a_run_whose_folder_is_deleted_stops_instead_of_recreating_it(tiny_data,
         wait_for(process, log, "paused at step:1:1")
         shutil.rmtree(out)
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 1
+        assert process.wait(timeout=HANG_S) == 1
     finally:
         process.kill()
     errors = [line for line in log.read_text().splitlines() if line.startswith("error:")]
@@ -191,7 +192,7 @@ def test_predict_in_a_process_with_a_strict_stdout(trained, tiny_data, tmp_path)
         pytest.skip("this file system refuses names that are not UTF-8")
     env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "predict.py", str(trained / "last.pt"), str(folder), "--device", "cpu"],
-                          cwd=PROJECT, env=env, capture_output=True, timeout=600)
+                          cwd=PROJECT, env=env, capture_output=True, timeout=HANG_S)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     assert "caf" in done.stdout.decode("utf-8")
 

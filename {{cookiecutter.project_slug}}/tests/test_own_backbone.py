@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HANG_S
 from run_helpers import PROJECT, assert_same_run, load_cpu, train_env, wait_for
 
 import evaluate
@@ -173,13 +174,13 @@ def _train(data: Path, out: Path, folder: Path, *extra: str, pause: str | None =
 def test_own_module_trains_resumes_exactly_evaluates_predicts_and_exports(own_models, tiny_data, tmp_path, capsys):
     """The whole life of a run with your own module: the checkpoint's import path rebuilds it everywhere."""
     whole, split, log = tmp_path / "whole", tmp_path / "split", tmp_path / "train.log"
-    assert _train(tiny_data, whole, own_models, log=log).wait(timeout=600) == 0, log.read_text()[-2000:]
+    assert _train(tiny_data, whole, own_models, log=log).wait(timeout=HANG_S) == 0, log.read_text()[-2000:]
     stopped = _train(tiny_data, split, own_models, pause="step:2:1", log=log)  # stopped after epoch 2's first step
     wait_for(stopped, log, "paused at step:2:1")
     stopped.send_signal(signal.SIGTERM)
-    assert stopped.wait(timeout=600) != 0 and load_cpu(split / "last.pt")["step"] == 1
+    assert stopped.wait(timeout=HANG_S) != 0 and load_cpu(split / "last.pt")["step"] == 1
     resumed = _train(tiny_data, split, own_models, "--resume", str(split), log=log)
-    assert resumed.wait(timeout=600) == 0, log.read_text()[-2000:]
+    assert resumed.wait(timeout=HANG_S) == 0, log.read_text()[-2000:]
     state = load_cpu(split / "last.pt")
     assert state["config"]["backbone"] == "my_models:TinyNet" and state["epoch"] == 2
     assert_same_run(state, load_cpu(whole / "last.pt"))  # exact resume: weights, optimizer, RNG states

@@ -13,6 +13,7 @@ import torch
 from conftest import HANG_S
 
 import train
+from {{ cookiecutter.package_name }} import settings
 from {{ cookiecutter.package_name }}.outputs import METRICS_COLUMNS
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -98,7 +99,8 @@ def test_bad_device_exits_2_with_one_line_and_writes_nothing(spec, tiny_data, tm
 
 def test_bad_data_folder_exits_2_and_writes_nothing(tmp_path, capsys):
     """A data root without train/ and val/ is one line and exit 2."""
-    code = train.main(["--data", str(tmp_path), "--device", "cpu", "--out", str(tmp_path / "run")])
+    (tmp_path / "data").mkdir()  # the --out beside it: an --out inside --data is refused before the data is read
+    code = train.main(["--data", str(tmp_path / "data"), "--device", "cpu", "--out", str(tmp_path / "run")])
     assert code == 2 and "train" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
@@ -137,6 +139,7 @@ def test_threads_flag_sets_torchs_thread_count_before_anything_else(monkeypatch,
     """--threads N reaches torch.set_num_threads, before the device is even resolved (the default: one thread)."""
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
-    assert train.main(["--threads", "3", "--device", "tpu", "--out", str(tmp_path / "run")]) == 2
+    cores = settings.usable_cores()  # --threads is bounded by the cores this process may use
+    assert train.main(["--threads", str(cores), "--device", "tpu", "--out", str(tmp_path / "run")]) == 2
     assert train.main(["--device", "tpu", "--out", str(tmp_path / "run")]) == 2
-    assert calls == [3, 1]
+    assert calls == [cores, 1]

@@ -82,7 +82,15 @@ class TrainConfig:
     freeze_backbone: bool = False  # train the head only: backbone weights and BatchNorm statistics stay as loaded
     unfreeze_at: int | None = None  # with freeze_backbone: the epoch from which the whole model trains
     backbone_lr_scale: float = 1.0  # the backbone learns at lr * this, the head at lr
-    warmup_epochs: int = 0  # linear learning-rate warmup before the cosine schedule
+    # The optimizer and the schedule by name (training/optimization.py); lr and weight_decay above are
+    # AdamW's defaults: another --optimizer brings its own unless they are given.
+    optimizer: str = "adamw"  # adamw | sgd
+    momentum: float = 0.9  # sgd only
+    nesterov: bool = False  # sgd only
+    schedule: str = "cosine"  # cosine | step | constant, per optimizer step, after the warmup
+    step_epochs: int = 10  # --schedule step: multiply the lr by step_gamma every this many epochs
+    step_gamma: float = 0.1
+    warmup_epochs: int = 0  # linear learning-rate warmup before the schedule
     ema: float | None = None  # decay of an exponential moving average of the weights (e.g. 0.999); None: off
     accum_steps: int = 1  # batches whose gradients add up to one optimizer step
     clip_grad: float | None = None  # clip the gradients' total norm to this; None: no clipping

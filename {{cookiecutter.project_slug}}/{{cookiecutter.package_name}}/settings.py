@@ -21,11 +21,12 @@ from .data import DEMO_IMAGE_SIZE
 from .data.device_decode import DECODES
 from .data.transforms import AUGMENTATIONS
 from .errors import ConfigError
-from .training import recipe
+from .training import optimization, recipe
 from .training.tracking import LOGGERS
 
 CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": tuple(LOGGERS),
-           "augment": tuple(AUGMENTATIONS), "decode": DECODES}
+           "augment": tuple(AUGMENTATIONS), "decode": DECODES,
+           "optimizer": tuple(optimization.OPTIMIZERS), "schedule": tuple(optimization.SCHEDULES)}
 MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
 SEED_RANGE = (-2**63, 2**64 - 1)  # torch.manual_seed's: a 64-bit integer, signed or not
 MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch would fail on file handles instead
@@ -97,15 +98,28 @@ def _optimisation_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("optimisation")
     g.add_argument("--epochs", type=int, help="epochs to train" + _default("epochs"))
     g.add_argument("--batch-size", type=int, help="images per batch (per process under ddp)" + _default("batch_size"))
-    g.add_argument("--lr", type=float, help="AdamW learning rate of the head" + _default("lr"))
-    g.add_argument("--weight-decay", type=float, help="AdamW weight decay" + _default("weight_decay"))
+    g.add_argument("--optimizer", choices=CHOICES["optimizer"], help="adamw, or sgd (with --momentum and "
+                   "--nesterov); each brings its own --lr and --weight-decay defaults" + _default("optimizer"))
+    chosen = config.TrainConfig.optimizer
+    g.add_argument("--lr", type=float, help="learning rate of the head" + optimization.defaults_help("lr", chosen))
+    g.add_argument("--weight-decay", type=float,
+                   help="weight decay" + optimization.defaults_help("weight_decay", chosen))
+    g.add_argument("--momentum", type=float, help="--optimizer sgd: momentum" + _default("momentum"))
+    g.add_argument("--nesterov", action="store_true", help="--optimizer sgd: Nesterov momentum")
+    g.add_argument("--schedule", choices=CHOICES["schedule"], help="learning rate per optimizer step after the "
+                   "warmup: cosine to 0 at the last epoch; step: times --step-gamma every --step-epochs epochs; "
+                   "constant" + _default("schedule"))
+    g.add_argument("--step-epochs", type=int, metavar="N", help="--schedule step: epochs between drops"
+                   + _default("step_epochs"))
+    g.add_argument("--step-gamma", type=float, metavar="F", help="--schedule step: the factor at each drop"
+                   + _default("step_gamma"))
     g.add_argument("--label-smoothing", type=float, help="in [0, 1)" + _default("label_smoothing"))
     g.add_argument("--seed", type=int, help="every random draw derives from it" + _default("seed"))
     g.add_argument("--accum-steps", type=int, metavar="N",
                    help="add up the gradients of N batches per optimizer step" + _default("accum_steps"))
     g.add_argument("--clip-grad", type=float, metavar="NORM", help="clip the gradients' total norm")
     g.add_argument("--warmup-epochs", type=int, metavar="N",
-                   help="linear learning-rate warmup before the cosine schedule" + _default("warmup_epochs"))
+                   help="linear learning-rate warmup before the schedule" + _default("warmup_epochs"))
     g.add_argument("--patience", type=int, metavar="N", help="stop when val_acc has not improved for N epochs")
 
 
@@ -257,6 +271,23 @@ def settle(argv: list[str] | None = None) -> Settled:
     from_file = read_config_file(given.pop("config"), CHOICES) if "config" in given else {}
     chosen = {**from_file, **given}
     chosen["device"] = config.device_spec(chosen.get("device"))  # the flag, else the environment, else the default
-    cfg = dataclasses.replace(config.TrainConfig(), **chosen)
+    cfg = dataclasses.replace(config.TrainConfig(), **{**optimizer_defaults(chosen), **chosen})
     check(cfg)
+    _check_applies(cfg, frozenset(given))  # typed flags: a config file records every field
     return Settled(cfg, frozenset(from_file) | frozenset(given), **switches)
+
+
+def optimizer_defaults(chosen: dict) -> dict:
+    """The chosen --optimizer's own lr and weight decay (the TrainConfig defaults are AdamW's)."""
+    choice = optimization.OPTIMIZERS.get(chosen.get("optimizer", config.TrainConfig.optimizer))
+    return {} if choice is None else {"lr": choice.lr, "weight_decay": choice.weight_decay}
+
+
+def _check_applies(cfg: config.TrainConfig, explicit: frozenset[str]) -> None:
+    """Refuse a flag given for an optimizer or schedule the run does not use (it would do nothing)."""
+    for names, field, wanted in ((("momentum", "nesterov"), "optimizer", "sgd"),
+                                 (("step_epochs", "step_gamma"), "schedule", "step")):
+        for name in sorted(explicit & set(names)):
+            if getattr(cfg, field) != wanted:
+                raise ConfigError(f"--{name.replace('_', '-')} applies to --{field} {wanted}, not "
+                                  f"{getattr(cfg, field)}")

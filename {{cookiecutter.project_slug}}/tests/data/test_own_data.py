@@ -10,8 +10,10 @@ import textwrap
 import pytest
 
 import evaluate
+import export
 import predict
 import train
+from {{ cookiecutter.package_name }}.data import check
 
 BASE = ["--device", "cpu", "--batch-size", "8", "--image-size", "32", "--no-pretrained", "--precision", "fp32",
         "--parallel", "none", "--workers", "1"]
@@ -34,7 +36,8 @@ def flat_images_with_labels(tiny_data, root, with_split: bool):
 
 
 def train_resume_evaluate_predict(data: str, out, tmp_path, capsys, *extra) -> None:
-    """One epoch, a resume to two, evaluate.py on the data the run recorded, predict.py on two images."""
+    """One epoch, a resume to two, evaluate.py on the data the run recorded, predict.py on two images, and
+    export.py (a .pt2 file checked against the checkpoint's outputs)."""
     assert train.main(["--data", data, "--out", str(out), "--epochs", "1", *BASE, *extra]) == 0
     assert train.main(["--data", data, "--out", str(out), "--epochs", "2", "--resume", str(out), *BASE, *extra]) == 0
     capsys.readouterr()
@@ -47,6 +50,7 @@ def train_resume_evaluate_predict(data: str, out, tmp_path, capsys, *extra) -> N
     assert predict.main([str(out / "best.pt"), *images, "--device", "cpu", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == len(images) and {row["label"] for row in rows} <= set(classes)
+    assert export.main([str(out / "best.pt"), "--format", "pt2", "--out", str(tmp_path / "model.pt2")]) == 0
 
 
 @pytest.fixture
@@ -59,6 +63,7 @@ def probe(tiny_data, tmp_path):
 def test_a_labels_file_beside_a_flat_folder_divided_by_val_split(tiny_data, tmp_path, capsys, probe):
     """--data FOLDER holding labels.csv (path,label): divided by --val-split, recorded, resumed, evaluated."""
     root = flat_images_with_labels(tiny_data, tmp_path / "flat", with_split=False)
+    assert check.main(["check", str(root), "--workers", "1", "--val-split", "0.3"]) == 0  # as training reads it
     out = tmp_path / "run"
     train_resume_evaluate_predict(str(root), out, tmp_path, capsys, "--val-split", "0.3")
     assert json.loads((out / "config.json").read_text())["split"]["rule"] == "val_split"
@@ -129,3 +134,23 @@ def test_your_own_dataset_from_a_module_outside_the_package(tmp_path, capsys, mo
     out = tmp_path / "run"
     train_resume_evaluate_predict("my_stripes:make", out, tmp_path, capsys)
     assert json.loads((out / "config.json").read_text())["class_names"] == ["horizontal", "vertical"]
+
+
+def test_a_dataset_that_gives_neither_a_path_nor_an_image_is_one_line(tmp_path, capsys, monkeypatch):
+    """dataset[i] giving, say, a NumPy array: refused by name before a run folder exists."""
+    (tmp_path / "user_code").mkdir()
+    (tmp_path / "user_code" / "arrays.py").write_text(textwrap.dedent('''
+        import numpy as np
+
+        class Arrays:
+            classes, targets = ["a", "b"], [0, 1, 0, 1]
+            def __len__(self):
+                return 4
+            def __getitem__(self, index):
+                return np.zeros((8, 8, 3), dtype=np.uint8), self.targets[index]
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path / "user_code"))
+    assert train.main(["--data", "arrays:Arrays", "--out", str(tmp_path / "run"), "--epochs", "1", *BASE]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "ndarray" in err[0] and "PIL image" in err[0]
+    assert not (tmp_path / "run").exists()

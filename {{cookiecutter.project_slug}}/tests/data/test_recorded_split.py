@@ -70,3 +70,4 @@ def test_resplit_divides_the_changed_data_anew(grown_run, tmp_path, capsys):
     assert train.main(["--data", str(root), "--out", str(out), "--epochs", "2", "--resume", str(out), "--resplit",
                        *BASE]) == 0
     assert evaluate.main(evaluate_args(out, tmp_path)) == 0  # the new division is the recorded one now
+    assert json.loads((out / "config.json").read_text())["resplit"] is False  # the flag acted once

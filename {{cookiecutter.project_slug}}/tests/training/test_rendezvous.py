@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 import torch.distributed as dist
+from conftest import HANG_S
 
 from {{ cookiecutter.package_name }}.training import rendezvous
 
@@ -36,7 +37,7 @@ def test_ranks_that_restarted_a_different_number_of_times_still_meet(store):
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         follower = pool.submit(rendezvous.agreed_attempt, store, 1, 2)  # starts alone, among stale keys
         leader = pool.submit(rendezvous.agreed_attempt, store, 0, 2)
-        assert follower.result(timeout=60) == leader.result(timeout=60) != first
+        assert follower.result(timeout=HANG_S) == leader.result(timeout=HANG_S) != first
 
 
 @pytest.fixture

@@ -203,3 +203,46 @@ def test_a_signal_to_the_process_group_with_loader_workers_saves_the_step_and_re
     assert (state["epoch"], state["step"]) == (2, 1)
     _train(tiny_data, out, 1, resume=True)
     assert_same_run(load_cpu(out / "last.pt"), reference)
+
+
+def test_resuming_a_finished_run_with_more_epochs_keeps_learning(tiny_data, tmp_path):
+    """--resume DIR --epochs 3 after a finished 1-epoch run: the schedule spans the 3 epochs the run now has, so
+    the lr of the first added epoch (metrics.csv) is above 0 and the run's loss still moves; the note says so."""
+    from {{ cookiecutter.package_name }}.outputs import read_metrics
+
+    out = tmp_path / "run"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert train.main(train_command(tiny_data, out, 0, False, ("--epochs", "1"))[2:]) == 0
+        first = load_cpu(out / "last.pt")
+        assert train.main(train_command(tiny_data, out, 0, True, ("--epochs", "3"))[2:]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    rows = read_metrics(out / "metrics.csv")
+    assert [row["epoch"] for row in rows] == [1, 2, 3]
+    assert rows[0]["lr"] == 0.0 < rows[1]["lr"]  # the 1-epoch run had reached 0; its continuation has not
+    weights = load_cpu(out / "last.pt")["model"]
+    assert any(not torch.equal(weights[name], tensor) for name, tensor in first["model"].items())
+
+
+def _choices() -> list[tuple[str, ...]]:
+    """Every registered --optimizer and --schedule (a step schedule that drops every epoch, so the drop is seen)."""
+    from {{ cookiecutter.package_name }}.training import optimization
+
+    return ([("--optimizer", name) for name in optimization.OPTIMIZERS]
+            + [("--schedule", name, *(("--step-epochs", "1") if name == "step" else ()))
+               for name in optimization.SCHEDULES])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("choice", _choices(), ids=lambda choice: "-".join(choice[:2]).strip("-"))
+def test_each_optimizer_and_schedule_resumes_exactly_after_a_kill(tiny_data, tmp_path, choice):
+    """Each registered --optimizer and --schedule: SIGKILL mid-epoch 2 (after a save), resume, and the final tensors
+    (the optimizer's own state included) and the schedule equal an uninterrupted run's."""
+    reference_out, out = tmp_path / "reference", tmp_path / "run"
+    _train(tiny_data, reference_out, extra=choice)
+    _kill_at(tiny_data, out, 0, "step:2:2", resume=False, extra=(*choice, *EVERY_STEP))
+    assert (load_cpu(out / "last.pt")["epoch"], load_cpu(out / "last.pt")["step"]) == (2, 1)  # saved after step 1
+    _train(tiny_data, out, resume=True, extra=choice)
+    assert_same_run(load_cpu(out / "last.pt"), load_cpu(reference_out / "last.pt"))

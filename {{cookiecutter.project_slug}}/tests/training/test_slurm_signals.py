@@ -8,6 +8,7 @@ on a real cluster, is the template's tests/test_slurm.py and docs/preemption.md.
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,3 +123,62 @@ def test_sigterm_to_torchruns_process_group_with_loader_workers_saves_and_resume
     assert resumed["epoch"] == expected["epoch"] == 2
     for name, tensor in expected["model"].items():
         assert torch.equal(resumed["model"][name], tensor), name
+
+
+@pytest.mark.slow
+def test_another_number_of_ranks_continues_a_mid_epoch_checkpoint_at_its_sample_with_the_schedule_rebuilt(
+        tiny_data, tmp_path, capsys):
+    """Stopped by SIGTERM after epoch 1's first step on 2 ranks: one process without ddp (another order) is refused
+    with one line and exit 2; one ddp rank continues at the same sample (step 2 of its twice-as-long epoch) and
+    the cosine spans the 3 epochs at that rank count: epoch 2 ends at a quarter of the lr, not 0."""
+    import train
+    from {{ cookiecutter.package_name }}.outputs import read_metrics
+
+    out = tmp_path / "run"
+    three = ("--epochs", "3", "--lr", "0.004")
+    _run_group(_torchrun_2(tiny_data, out, *three), tmp_path / "term.log", pause="step:1:1", signum=signal.SIGTERM)
+    state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
+    assert (state["epoch"], state["step"], state["layout"]["world_size"]) == (1, 1, 2)
+    alone = _torchrun_2(tiny_data, out, *three, "--resume", str(out))[5:]  # train.py and its flags
+    alone[alone.index("--parallel") + 1] = "none"
+    capsys.readouterr()
+    assert train.main(alone[1:]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 ddp ranks" in err[0], err
+    one_rank = [arg if arg != "--nproc_per_node=2" else "--nproc_per_node=1"
+                for arg in _torchrun_2(tiny_data, out, *three, "--resume", str(out))]
+    assert _run_group(one_rank, tmp_path / "resume.log") == 0, (tmp_path / "resume.log").read_text()[-3000:]
+    assert "resume: 1 ddp rank (the run had 2 ddp ranks)" in (tmp_path / "resume.log").read_text()
+    rows = read_metrics(out / "metrics.csv")
+    assert [row["epoch"] for row in rows] == [1, 2, 3]
+    assert rows[1]["lr"] == pytest.approx(0.004 * 0.25) and rows[2]["lr"] == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.slow
+def test_ranks_whose_data_differ_all_refuse_with_one_line_instead_of_hanging(tiny_data, tmp_path):
+    """Two ranks under torchrun whose --data folders differ by one training image (a stale copy on one node): both
+    refuse before training, each with one line naming rank 1 and the sizes, and the launch ends (no hang)."""
+    other = tmp_path / "other"
+    shutil.copytree(tiny_data, other)
+    next(iter(sorted((other / "train").rglob("*.png")))).unlink()
+    per_rank = tmp_path / "per_rank_data.py"  # the same command on every rank, each rank's own --data
+    per_rank.write_text("import os, runpy, sys\n"
+                        "sys.argv[sys.argv.index('--data') + 1] = os.environ['DATA_' + os.environ['RANK']]\n"
+                        f"runpy.run_path({str(PROJECT / 'train.py')!r}, run_name='__main__')\n")
+    command = [arg if arg != "train.py" else str(per_rank) for arg in _torchrun_2(tiny_data, tmp_path / "run")]
+    log = tmp_path / "launch.log"
+    env = {**os.environ, "DATA_0": str(tiny_data), "DATA_1": str(other),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")]))}
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    try:
+        code = process.wait(timeout=HANG_S)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    text = log.read_text()
+    lines = [line for line in text.splitlines() if "ranks see different data" in line]
+    assert code != 0 and len(lines) == 2, text[-3000:]
+    assert all("rank 1 of 2 has 23 training" in line for line in lines)
+    assert not (tmp_path / "run" / "last.pt").exists()

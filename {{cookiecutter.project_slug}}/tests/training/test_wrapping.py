@@ -25,7 +25,7 @@ from {{ cookiecutter.package_name }}.training.distributed import (
     weights_digest,
 )
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
-from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
+from {{ cookiecutter.package_name }}.training.loop import StepRecipe, train_one_epoch
 from {{ cookiecutter.package_name }}.training.wrapping import ParallelError, check_compile, resolve_parallel, wrap_model
 
 CPU = torch.device("cpu")
@@ -244,3 +244,42 @@ def test_dataparallel_over_two_gpus_matches_the_plain_model_and_gathers_on_the_r
 def test_ddp_ranks_talk_through_their_devices_collective_library(kind, backend):
     """nccl between CUDA GPUs, xccl between Intel XPUs, gloo between CPU processes."""
     assert process_group_backend(torch.device(kind)) == backend
+
+
+def test_dp_with_compile_is_refused_with_one_line_before_anything_is_written(fake_cuda, tmp_path, capsys,
+                                                                             not_under_torchrun):
+    """--parallel dp --compile on a machine where dp can run (two GPUs): exit 2, one line, no run folder."""
+    fake_cuda([70, 70])
+    out = tmp_path / "run"
+    code = train.main(["--device", "cuda:0", "--parallel", "dp", "--compile", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "--compile" in err[0] and "dp" in err[0] and not out.exists()
+    with pytest.raises(ParallelError, match="thread"):
+        wrap_model(_model(), "dp", torch.device("cuda:0"), compile=True)
+
+
+def test_gradient_accumulation_under_ddp_all_reduces_once_per_optimizer_step(one_process_group, tiny_data):
+    """--accum-steps 3 under DDP: the micro-batches before a group's last skip the all-reduce (no_sync), so an
+    epoch of 6 batches all-reduces twice, once per optimizer step, and the plain run's weights come out alike."""
+    all_reduces = []
+
+    def counting_allreduce(state, bucket):  # DDP's own all-reduce, counted
+        all_reduces.append(bucket.index())
+        return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda fut: fut.value()[0])
+
+    train_set, _ = load_splits(tiny_data, 32)
+    loader = build_loader(torch.utils.data.Subset(train_set, range(24)), 4, CPU, train=True)  # 6 batches
+    results = []
+    for wrapped in (False, True):
+        model = _model()
+        net = wrap_model(model, "ddp" if wrapped else "none", CPU)
+        if wrapped:
+            net.register_comm_hook(None, counting_allreduce)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader.sampler.set_epoch(1)
+        train_one_epoch(net, WeightedCrossEntropy(torch.ones(4)), optimizer, loader, Hardware.create(CPU),
+                        recipe=StepRecipe(accum_steps=3), progress=False)
+        results.append(weights_digest(model))
+    assert len([index for index in all_reduces if index == 0]) == 2, all_reduces  # bucket 0 once per step
+    assert results[0] == results[1]

@@ -81,6 +81,9 @@ def check_dataset(dataset, name: str) -> None:
         raise DataError(f"{name}: class names repeat: {list(dataset.classes)}")
     if any(not 0 <= target < len(dataset.classes) for target in dataset.targets):
         raise DataError(f"{name}: a target is not an index into its {len(dataset.classes)} classes")
+    item = dataset[0][0] if len(dataset) else None
+    if item is not None and not isinstance(item, (str, os.PathLike, Image.Image)):
+        raise DataError(f"{name}: dataset[0] gives a {type(item).__name__}; give a file path or a PIL image")
 
 
 class Decoded(Dataset):

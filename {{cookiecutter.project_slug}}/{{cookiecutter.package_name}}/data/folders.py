@@ -44,7 +44,8 @@ def _from_import_path(spec: str) -> tuple[dict[str, ImageDataset], ImageDataset 
         made = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
         raise DataError(f"--data {spec}: cannot import it ({error})") from None
-    made = made() if callable(made) and not isinstance(made, ImageDataset) else made
+    if isinstance(made, type) or (callable(made) and not isinstance(made, ImageDataset)):  # a class or a function
+        made = made()
     if isinstance(made, dict):
         for split, dataset in made.items():
             check_dataset(dataset, f"--data {spec} [{split!r}]")

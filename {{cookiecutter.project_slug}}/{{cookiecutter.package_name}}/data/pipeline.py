@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from ..training import data_agreement
 from ..training.distributed import eval_shard, main_process_first, train_sampler
 from .cache import cache_splits
 from .demo import DEMO_IMAGE_SIZE, DEMO_ROOT, write_demo_dataset
@@ -70,6 +71,7 @@ def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = No
     with main_process_first():  # under ddp, one rank writes the demo data
         root = Path(cfg.data) if cfg.data else write_demo_dataset(DEMO_ROOT)
     train_set, val_set = load_splits(root, DEMO_IMAGE_SIZE, val_split=cfg.val_split, seed=cfg.seed)
+    data_agreement.check_ranks_agree(root, train_set, val_set)  # under ddp: every rank the same data, or all refuse
     check_trainable(root, train_set, val_set)
     # sized from the training images themselves: any kind of --data (folders, labels file, own dataset)
     preprocessing = choose_preprocessing(cfg.backbone, cfg.data and train_set.source, cfg.image_size,

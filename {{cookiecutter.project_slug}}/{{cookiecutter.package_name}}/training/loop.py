@@ -7,12 +7,14 @@ is a host-device synchronisation.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from ..metrics import update_confusion
@@ -122,10 +124,12 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
     for batch, (images, labels) in enumerate(bar, start=first_batch + 1):
         images, labels = hw.batch(images, labels)  # (B, 3, H, W), (B,)
         images, targets = recipe.mix(images, labels) if recipe.mix is not None else (images, labels)  # (B,) or (B, C)
-        with hw.autocast():
-            logits = model(images)  # (B, C)
-        loss = loss_fn(logits, targets)
-        hw.scaler.scale(loss / accum_steps).backward()
+        completes_group = batch % accum_steps == 0 or batch >= last_batch
+        with contextlib.nullcontext() if completes_group else no_sync(model):
+            with hw.autocast():
+                logits = model(images)  # (B, C)
+            loss = loss_fn(logits, targets)
+            hw.scaler.scale(loss / accum_steps).backward()
         loss_sum += loss.detach() * labels.size(0)
         correct += (logits.argmax(dim=1) == labels).sum()
         totals.seen += labels.size(0)
@@ -133,7 +137,7 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
             group_losses.append(loss.detach())
         # Recorded on the device and read only every log_every steps: no host sync per step.
         bad_step = torch.where((bad_step == 0) & ~torch.isfinite(loss.detach()), step + 1, bad_step)
-        if batch % accum_steps and batch < last_batch:
+        if not completes_group:
             continue  # gradients add up until the group is complete
         _optimizer_step(model, optimizer, hw.scaler, recipe.clip_grad)
         if recipe.ema is not None:
@@ -155,6 +159,17 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
     loss_sum, correct, seen = reduce_sums(loss_sum, correct, totals.seen)  # over every rank under ddp
     means = _summary(loss_sum, correct, seen)
     return EpochStats(means["loss"], means["acc"], seen, totals.seconds_before + time.perf_counter() - start)
+
+
+def no_sync(model: nn.Module) -> contextlib.AbstractContextManager:
+    """DDP's no_sync() for a micro-batch whose gradients only add up locally (a no-op without DDP).
+
+    Under DDP every backward all-reduces the gradients; with --accum-steps N only the group's last
+    micro-batch needs to, so the others skip N - 1 of every N all-reduces. torch.compile's wrapper
+    (`_orig_mod`) is looked through.
+    """
+    inner = getattr(model, "_orig_mod", model)
+    return inner.no_sync() if isinstance(inner, DistributedDataParallel) else contextlib.nullcontext()
 
 
 def _optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,

@@ -1,5 +1,5 @@
-"""Fine-tuning controls: a frozen backbone, backbone/head learning rates, warmup then cosine, EMA weights,
-mixup/cutmix, and starting from another run's weights.
+"""Fine-tuning controls: a frozen backbone, backbone/head learning rates, EMA weights, mixup/cutmix, and
+starting from another run's weights (the optimizer and the schedule by name: optimization.py).
 
 Everything here is either derived from (config, epoch), so a resumed run recomputes it, or has a
 `state_dict` that the training checkpoint carries (the EMA weights, the schedule's position).
@@ -7,16 +7,14 @@ Everything here is either derived from (config, epoch), so a resumed run recompu
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel
-from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 from torchvision.transforms import v2
 
 from ..devkit import module_device
 from ..errors import ConfigError
+from . import optimization
 
 
 def check_config(cfg) -> list[str]:
@@ -31,6 +29,17 @@ def check_config(cfg) -> list[str]:
     for flag, value in (("--accum-steps", cfg.accum_steps), ("--patience", cfg.patience)):
         if value is not None and value < 1:
             problems.append(f"{flag} must be at least 1, got {value}")
+    for flag, name, known in (("--optimizer", cfg.optimizer, optimization.OPTIMIZERS),
+                              ("--schedule", cfg.schedule, optimization.SCHEDULES)):
+        if name not in known:
+            problems.append(f"{flag} must be one of {', '.join(known)}, got {name}")
+    if not 0.0 <= cfg.momentum < 1.0:
+        problems.append(f"--momentum must be in [0, 1), got {cfg.momentum}")
+    if cfg.nesterov and (cfg.optimizer != "sgd" or cfg.momentum == 0):
+        problems.append("--nesterov needs --optimizer sgd and a --momentum above 0")
+    if cfg.step_epochs < 1 or not 0.0 < cfg.step_gamma <= 1.0:
+        problems.append(f"--step-epochs must be at least 1 and --step-gamma in (0, 1], got {cfg.step_epochs} "
+                        f"and {cfg.step_gamma}")
     for flag, value in (("--backbone-lr-scale", cfg.backbone_lr_scale), ("--warmup-epochs", cfg.warmup_epochs),
                         ("--mixup", cfg.mixup), ("--cutmix", cfg.cutmix), ("--clip-grad", cfg.clip_grad or 0.0)):
         if value < 0:
@@ -38,25 +47,9 @@ def check_config(cfg) -> list[str]:
     return problems
 
 
-def make_optimizer(model: nn.Module, cfg) -> torch.optim.AdamW:
-    """AdamW over the backbone and head groups (--backbone-lr-scale), fused where the device has the kernel."""
-    # Fused: one kernel for all parameters, its step counts stay on the device (the for-loop version reads
-    # each back with .item()), and GradScaler hands it found_inf instead of reading it back every step.
-    fused = module_device(model).type in _get_fused_kernels_supported_devices()
-    return torch.optim.AdamW(parameter_groups(model, cfg.lr, cfg.backbone_lr_scale), lr=cfg.lr,
-                             weight_decay=cfg.weight_decay, fused=fused or None)
-
-
-def optimizer_steps_per_epoch(batches_per_epoch: int, accum_steps: int) -> int:
-    """Optimizer steps in an epoch of `batches_per_epoch` batches grouped `accum_steps` at a time."""
-    return math.ceil(batches_per_epoch / accum_steps)
-
-
-def make_scheduler(optimizer: torch.optim.Optimizer, cfg, batches_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """Warmup for --warmup-epochs, then cosine over the remaining optimizer steps (--accum-steps counted)."""
-    steps_per_epoch = optimizer_steps_per_epoch(batches_per_epoch, cfg.accum_steps)
-    return warmup_cosine(optimizer, warmup_steps=cfg.warmup_epochs * steps_per_epoch,
-                         total_steps=cfg.epochs * steps_per_epoch)
+def make_optimizer(model: nn.Module, cfg) -> torch.optim.Optimizer:
+    """cfg.optimizer (optimization.py) over the backbone and head groups (--backbone-lr-scale)."""
+    return optimization.make_optimizer(model, cfg, parameter_groups(model, cfg.lr, cfg.backbone_lr_scale))
 
 
 def epoch_score(row: dict) -> tuple[float, str]:
@@ -98,29 +91,6 @@ def parameter_groups(model: nn.Module, lr: float, backbone_lr_scale: float = 1.0
     head = [p for name, p in model.named_parameters() if not name.startswith("backbone.")]
     return [{"params": list(model.backbone.parameters()), "lr": lr * backbone_lr_scale, "name": "backbone"},
             {"params": head, "lr": lr, "name": "head"}]
-
-
-class WarmupCosine:
-    """Learning-rate factor per optimizer step: linear warmup from 1/warmup to 1, then cosine to 0.
-
-    A callable object rather than a closure, so LambdaLR's state_dict holds its plain numbers.
-    """
-
-    def __init__(self, warmup_steps: int, total_steps: int):
-        self.warmup_steps, self.total_steps = warmup_steps, max(total_steps, 1)
-
-    def __call__(self, step: int) -> float:
-        """The factor applied to each group's base learning rate after `step` optimizer steps."""
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        progress = (step - self.warmup_steps) / max(self.total_steps - self.warmup_steps, 1)
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
-
-
-def warmup_cosine(optimizer: torch.optim.Optimizer, *, warmup_steps: int, total_steps: int
-                  ) -> torch.optim.lr_scheduler.LambdaLR:
-    """A per-step scheduler: `warmup_steps` of linear warmup, then cosine decay to zero at `total_steps`."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, WarmupCosine(warmup_steps, total_steps))
 
 
 class DeviceEMA(AveragedModel):

@@ -13,7 +13,7 @@ from .. import loss, model, outputs
 from ..config import TrainConfig
 from ..data import build_loaders
 from ..data.loaders import PREFETCH_BATCHES
-from . import distributed, recipe, run_state, stopping, tracking, wrapping
+from . import distributed, optimization, progress, recipe, run_state, stopping, tracking, wrapping
 from .hardware import Hardware
 from .loop import StepRecipe
 
@@ -40,7 +40,8 @@ class Run:
         self.preprocessing, self.unreadable = data.preprocessing, data.unreadable
         self.decode, self.decode_reason = data.decode, data.decode_reason
         # A resumed run augments as its checkpoint did (build_loaders took its preprocessing); record that recipe
-        self.cfg = cfg = dataclasses.replace(cfg, augment=self.preprocessing.augment)
+        # --resplit acts once, here: what checkpoints and config.json record is the new split, not the flag
+        self.cfg = cfg = dataclasses.replace(cfg, augment=self.preprocessing.augment, resplit=False)
         self.image_size = self.preprocessing.image_size
         # The loaders yield uint8: the hardware handle makes them float with the preprocessing's normalisation
         self.hw = Hardware.create(device, cfg.precision, cfg.channels_last, mean=self.preprocessing.mean,
@@ -52,7 +53,7 @@ class Run:
         self.loss_fn = loss.WeightedCrossEntropy(loss.balanced_class_weights(data.class_counts),
                                                  cfg.label_smoothing).to(device)
         self.optimizer = recipe.make_optimizer(self.model, cfg)
-        self.scheduler = recipe.make_scheduler(self.optimizer, cfg, len(self.train_loader))
+        self.scheduler = optimization.make_scheduler(self.optimizer, cfg, self.steps_per_epoch)
         self.ema = recipe.make_ema(self.model, cfg.ema) if cfg.ema else None
         self.step_recipe = StepRecipe(cfg.accum_steps, cfg.clip_grad, self.ema,
                                       recipe.batch_mixer(cfg.mixup, cfg.cutmix, len(self.class_names)))
@@ -60,6 +61,7 @@ class Run:
         self.wrapped_model = wrapping.wrap_model(self.model, cfg.parallel, device, compile=cfg.compile)
         self.start_epoch, self.start_step, self.best_acc, self.rows = 1, 0, -1.0, []
         self.resumed_totals: dict | None = None  # a mid-epoch checkpoint's sums for the epoch it continues
+        self.resume_notes: list[str] = []  # what a resume under another layout changes
         self.stop = stopping.StopRequest()  # flagged by SIGINT/SIGTERM once train() installs it
         self.logger, self.step_losses = tracking.Logger(), None  # open_logger() replaces the no-op logger
         self.save_clock = stopping.SaveClock(cfg.save_every_minutes)
@@ -81,7 +83,13 @@ class Run:
     @property
     def steps_per_epoch(self) -> int:
         """Optimizer steps in one epoch (batches grouped by --accum-steps): the logger's step axis."""
-        return recipe.optimizer_steps_per_epoch(len(self.train_loader), self.cfg.accum_steps)
+        return optimization.optimizer_steps_per_epoch(len(self.train_loader), self.cfg.accum_steps)
+
+    @property
+    def layout(self) -> progress.Layout:
+        """How this run cuts an epoch into optimizer steps (recorded in checkpoints)."""
+        return progress.Layout(distributed.world_size(), self.cfg.batch_size, self.cfg.accum_steps,
+                               self.steps_per_epoch, distributed.is_distributed())
 
     def state(self, epoch: int, step: int = 0, epoch_totals: dict | None = None, weights: str = "model") -> dict:
         """A checkpoint after `step` optimizer steps of `epoch`, 0: the whole epoch (layout: run_state.py).
@@ -93,7 +101,8 @@ class Run:
             loss_fn=self.loss_fn, epoch=epoch, best_val_acc=self.best_acc, config=self.cfg.to_dict(),
             class_names=self.class_names, image_size=self.image_size, metrics=self.rows,
             preprocessing=self.preprocessing, ema=self.ema, weights=weights, step=step,
-            epoch_totals=epoch_totals, unreadable=self.unreadable.state(), split=self.split)
+            epoch_totals=epoch_totals, unreadable=self.unreadable.state(), split=self.split,
+            layout=self.layout.to_dict())
 
     def close(self) -> None:
         """End the loaders' worker processes (train.py closes every Run, on success and on error alike)."""
@@ -112,9 +121,14 @@ class Run:
         # states stay host tensors (a CUDA one cannot become a NumPy array).
         state = run_state.read(path)
         run_state.check_classes(state, self.class_names, path)
+        epoch, step = run_state.resume_position(state)
+        # Another world size: the same sample of the epoch in this run's steps (or a ResumeLayoutError)
+        saved = run_state.saved_layout(state, path)
+        self.start_epoch, self.start_step = epoch, progress.continue_at(saved, step, self.layout, f"{path}")
+        self.resume_notes = progress.changes(saved, self.layout)
         run_state.restore_training(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                                   scaler=self.hw.scaler, source=path, ema=self.ema)
-        self.start_epoch, self.start_step = run_state.resume_position(state)
+                                   scaler=self.hw.scaler, source=path, ema=self.ema,
+                                   steps_done=(epoch - 1) * self.steps_per_epoch + self.start_step)
         # The saved sums are every rank's together: rank 0 alone carries them on.
         self.resumed_totals = state.get("epoch_totals") if self.start_step and distributed.is_main_process() else None
         self.best_acc = state["best_val_acc"]

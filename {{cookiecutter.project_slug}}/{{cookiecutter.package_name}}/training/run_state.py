@@ -24,6 +24,8 @@ the portable, atomic, weights_only file format underneath):
     preprocessing the input size, evaluation resize, mean and std, and why (data.Preprocessing.to_dict)
     weights       which weights `model` holds: "model", or "ema" in a best.pt where the average validated better
     ema           with --ema: {"model": the averaged weights, "n_averaged": updates so far}
+    layout        how the run cut its epochs (progress.Layout): world_size, batch_size (per rank), accum_steps,
+                  global_batch, steps_per_epoch, sharded; a resume under another world size finds its sample
 
 train.py builds it with `training_state`, writes it with `save`; train.py, evaluate.py and
 predict.py read it with `read`, which checks every value first (state_check.py).
@@ -45,7 +47,7 @@ from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
 from ..loss import WeightedCrossEntropy
 from ..model import Classifier, build_model
-from . import recipe, run_folder, seeding, state_check
+from . import optimization, progress, recipe, run_folder, seeding, state_check
 
 
 def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, scaler: torch.amp.GradScaler,
@@ -53,7 +55,7 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
                    image_size: int, metrics: list[dict], preprocessing: Preprocessing | None = None,
                    ema: AveragedModel | None = None, weights: str = "model", step: int = 0,
                    epoch_totals: dict | None = None, unreadable: dict[str, list[str]] | None = None,
-                   split: dict | None = None) -> dict[str, Any]:
+                   split: dict | None = None, layout: dict | None = None) -> dict[str, Any]:
     """A checkpoint of a run after `step` steps of `epoch` (0: after the whole epoch): CPU copies and plain values.
 
     `weights="ema"` puts the averaged weights under `model` (for a best.pt where they validated better).
@@ -80,6 +82,7 @@ def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, schedu
         "rng": seeding.rng_state(),
         "metrics": [dict(row) for row in metrics],
         "version": __version__,
+        "layout": dict(layout or {}),
     }
 
 
@@ -131,8 +134,13 @@ def check_classes(state: dict[str, Any], class_names: list[str], source: str) ->
 
 
 def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler,
-                     scaler: torch.amp.GradScaler, source: str, ema: AveragedModel | None = None) -> None:
-    """Load weights, optimizer, scheduler, scaler, EMA and RNG states into a freshly built run."""
+                     scaler: torch.amp.GradScaler, source: str, ema: AveragedModel | None = None,
+                     steps_done: int = 0) -> None:
+    """Load weights, optimizer, scaler, EMA and RNG states into a freshly built run; its schedule at `steps_done`.
+
+    The scheduler keeps the schedule built for this run (its epochs and steps per epoch may differ from the
+    checkpoint's, see optimization.restore_position) and stands at `steps_done` optimizer steps of it.
+    """
     if state.get("weights", "model") != "model":
         raise checkpoint.CheckpointError(f"{source} holds the EMA weights of a best.pt; resume from last.pt")
     checkpoint.load_model_state(model, state["model"], source)
@@ -140,7 +148,8 @@ def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torc
         checkpoint.load_model_state(ema.module, state["ema"]["model"], f"{source} (EMA)")
         ema.n_averaged.fill_(state["ema"]["n_averaged"])
     for key, restore in (("optimizer", optimizer.load_state_dict),  # moves its state to the params' device
-                         ("scheduler", scheduler.load_state_dict), ("scaler", scaler.load_state_dict),
+                         ("scheduler", lambda saved: optimization.restore_position(scheduler, saved, steps_done)),
+                         ("scaler", scaler.load_state_dict),
                          ("rng", seeding.set_rng_state)):
         if key == "rng" and key not in state:
             continue
@@ -187,6 +196,16 @@ def resume_position(state: dict[str, Any]) -> tuple[int, int]:
     """(epoch, steps already done in it) where a run resumed from `state` continues."""
     step = state.get("step", 0)  # older checkpoints are all epoch-end ones
     return (state["epoch"], step) if step else (state["epoch"] + 1, 0)
+
+
+def saved_layout(state: dict[str, Any], source: str = "checkpoint") -> progress.Layout | None:
+    """The layout the checkpoint was written under (None: an older file, taken to be this run's)."""
+    if not state.get("layout"):
+        return None
+    try:
+        return progress.Layout.from_dict(state["layout"])
+    except (KeyError, TypeError, AttributeError):
+        raise checkpoint.CheckpointError(f"{source}: layout is {state['layout']!r}, not a run's layout") from None
 
 
 def metrics_until_epoch(state: dict[str, Any], fallback: list[dict]) -> list[dict]:

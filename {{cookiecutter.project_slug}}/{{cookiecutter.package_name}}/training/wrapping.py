@@ -78,15 +78,23 @@ def resolve_parallel(requested: str | None, default: str, device: torch.device) 
     return "none", f"parallel: {reason}; running on one device"
 
 
+def check_combination(mode: str, compile: bool) -> None:
+    """Refuse (ParallelError) --compile with dp: DataParallel runs the model in one thread per GPU, and
+    torch.compile is not thread-safe."""
+    if compile and mode == "dp":
+        raise ParallelError("--compile cannot run under --parallel dp (DataParallel calls the model from one thread "
+                            "per GPU; torch.compile is not thread-safe): use --parallel ddp, or leave out --compile")
+
+
 def wrap_model(model: nn.Module, mode: str, device: torch.device, *, compile: bool = False) -> nn.Module:
     """The module to train through: DataParallel, DDP and/or torch.compile around `model`."""
+    check_combination(mode, compile)
     if compile:
         check_compile(device)
     if mode == "dp":
         # device_ids[0] holds the master copy and gathers the outputs: it must be the run's device
         others = [index for index in range(_cuda_count()) if index != device.index]
-        inner = torch.compile(model) if compile else model
-        return nn.DataParallel(inner, device_ids=[device.index, *others], output_device=device.index)
+        return nn.DataParallel(model, device_ids=[device.index, *others], output_device=device.index)
     if mode == "ddp":
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type in ("cuda", "xpu") else None)
     return torch.compile(model) if compile else model
