@@ -108,3 +108,29 @@ def python_digest(project: Path) -> str:
         if "__pycache__" not in path.parts:
             digest.update(path.relative_to(project).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def same_training_state(path: Path, reference: Path) -> None:
+    """Assert two checkpoints hold bit-identical model and optimizer tensors at the same epoch and step."""
+    import torch  # only the run-comparing tests need it; the rest of the template suite imports no torch
+
+    mine, theirs = (torch.load(p, map_location="cpu", weights_only=True) for p in (path, reference))
+    for key in ("model", "optimizer"):
+        flat, other = dict(_tensors(mine[key])), dict(_tensors(theirs[key]))
+        different = [name for name, tensor in flat.items() if not torch.equal(tensor, other[name])]
+        assert flat and flat.keys() == other.keys() and not different, f"{key}: {len(different)} tensors differ"
+    assert (mine["epoch"], mine["step"]) == (theirs["epoch"], theirs["step"])
+
+
+def _tensors(obj, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """Every tensor in a nested checkpoint value, named by its path of keys and indices."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        yield prefix, obj
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _tensors(value, f"{prefix}/{key}")
+    elif isinstance(obj, (list, tuple)):
+        for index, value in enumerate(obj):
+            yield from _tensors(value, f"{prefix}/{index}")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import DEFAULT_PACKAGE, subprocess_env
+from helpers import DEFAULT_PACKAGE, same_training_state, subprocess_env
 
 CLUSTER = os.environ.get("TEMPLATE_SLURM_CLUSTER")
 needs_cluster = pytest.mark.skipif(
@@ -170,29 +170,10 @@ class Job:
         assert "stopped by SIGTERM at epoch 1 step 2" in text, text[-3000:]
         assert f"resume auto: continuing from {self.out / 'last.pt'}" in text, text[-3000:]
         assert "interrupted" not in text, text[-3000:]  # no KeyboardInterrupt, in any run
-        _same_training_state(self.out / "last.pt", reference)
+        same_training_state(self.out / "last.pt", reference)
         return text
 
 
-def _same_training_state(path: Path, reference: Path) -> None:
-    """Model and optimizer tensors equal bit for bit, and the same position (end of the last epoch)."""
-    mine, theirs = (torch.load(p, map_location="cpu", weights_only=True) for p in (path, reference))
-    for key in ("model", "optimizer"):
-        flat, other = dict(_tensors(mine[key])), dict(_tensors(theirs[key]))
-        different = [name for name, tensor in flat.items() if not torch.equal(tensor, other[name])]
-        assert flat and flat.keys() == other.keys() and not different, f"{key}: {len(different)} tensors differ"
-    assert (mine["epoch"], mine["step"]) == (theirs["epoch"], theirs["step"])
-
-
-def _tensors(obj, prefix: str = ""):
-    if isinstance(obj, torch.Tensor):
-        yield prefix, obj
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            yield from _tensors(value, f"{prefix}/{key}")
-    elif isinstance(obj, (list, tuple)):
-        for index, value in enumerate(obj):
-            yield from _tensors(value, f"{prefix}/{index}")
 
 
 class Reference:

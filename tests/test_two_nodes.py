@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import DEFAULT_PACKAGE, TEMPLATE, subprocess_env
+from helpers import DEFAULT_PACKAGE, TEMPLATE, same_training_state, subprocess_env
 
 NETNS = TEMPLATE / "scripts" / "netns" / "two_nodes.sh"
 CAN_RUN = os.geteuid() == 0 and all(shutil.which(tool) for tool in ("ip", "unshare"))
@@ -151,25 +151,6 @@ def _paused_pid(agents: list[subprocess.Popen], logs: list[Path]) -> int:
     return int(match.group(1))
 
 
-def _same_training_state(path: Path, reference: Path) -> None:
-    """Model and optimizer tensors equal bit for bit, at the same position."""
-    mine, theirs = (torch.load(p, map_location="cpu", weights_only=True) for p in (path, reference))
-    for key in ("model", "optimizer"):
-        flat, other = dict(_tensors(mine[key])), dict(_tensors(theirs[key]))
-        different = [name for name, tensor in flat.items() if not torch.equal(tensor, other[name])]
-        assert flat and flat.keys() == other.keys() and not different, f"{key}: {len(different)} tensors differ"
-    assert (mine["epoch"], mine["step"]) == (theirs["epoch"], theirs["step"])
-
-
-def _tensors(obj, prefix: str = ""):
-    if isinstance(obj, torch.Tensor):
-        yield prefix, obj
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            yield from _tensors(value, f"{prefix}/{key}")
-    elif isinstance(obj, (list, tuple)):
-        for index, value in enumerate(obj):
-            yield from _tensors(value, f"{prefix}/{index}")
 
 
 def timing(case: str, started: float, codes: list) -> None:
@@ -204,7 +185,7 @@ def test_two_nodes_train_like_one_node_with_two_processes(world, reference):
     timing("plain run", started, codes)
     assert codes == [0, 0], _texts(logs)[-4000:]
     assert "ddp: weights identical on every rank" in _texts(logs)
-    _same_training_state(out / "last.pt", reference)
+    same_training_state(out / "last.pt", reference)
 
 
 def test_sigkill_of_one_nodes_worker_restarts_both_nodes_and_ends_bit_identical(world, reference):
@@ -218,7 +199,7 @@ def test_sigkill_of_one_nodes_worker_restarts_both_nodes_and_ends_bit_identical(
     timing("SIGKILL of node 1's worker to the end", killed, codes)
     assert codes == [0, 0], _texts(logs)[-4000:]
     assert f"resume auto: continuing from {out / 'last.pt'}" in _texts(logs)
-    _same_training_state(out / "last.pt", reference)
+    same_training_state(out / "last.pt", reference)
 
 
 def test_sigterm_to_every_process_group_saves_one_step_and_a_second_launch_ends_bit_identical(world, reference):
@@ -240,7 +221,7 @@ def test_sigterm_to_every_process_group_saves_one_step_and_a_second_launch_ends_
     codes = _wait(agents, logs)
     timing("the resumed launch", started, codes)
     assert codes == [0, 0], _texts(logs)[-4000:]
-    _same_training_state(out / "last.pt", reference)
+    same_training_state(out / "last.pt", reference)
 
 
 def test_on_node_local_disks_a_restarted_rank_gets_the_checkpoint_from_rank_0(world, reference):
@@ -260,7 +241,7 @@ def test_on_node_local_disks_a_restarted_rank_gets_the_checkpoint_from_rank_0(wo
     assert codes == [0, 0], text[-4000:]
     assert re.search(r"resume: rank 1 on node1 did not have \S+last\.pt .*sent rank 0's copy", text), text[-4000:]
     assert not any(local_disk.iterdir())  # only rank 0 writes
-    _same_training_state(out / "last.pt", reference)
+    same_training_state(out / "last.pt", reference)
 
 
 def test_a_node_named_on_loopback_gets_one_line_naming_the_interface_variables(world):

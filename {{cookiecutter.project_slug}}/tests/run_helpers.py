@@ -54,6 +54,15 @@ def wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = H
         assert time.monotonic() < deadline, f"no {text!r} within {timeout} s"
         time.sleep(0.05)
 
+def killed_at(command: list[str], log: Path, pause: str) -> None:
+    """Run `command` (a train.py command line) until it pauses at `pause`, then SIGKILL it there."""
+    process = start_train(Path(), Path(), 0, resume=False, pause=pause, log=log, command=command)
+    try:
+        wait_for(process, log, f"paused at {pause}")
+    finally:
+        process.kill()
+        process.wait()
+
 def load_cpu(path: Path) -> dict:
     """A checkpoint file read the strict way: on the CPU, weights_only."""
     return torch.load(path, map_location="cpu", weights_only=True)

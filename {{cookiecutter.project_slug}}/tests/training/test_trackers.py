@@ -5,20 +5,18 @@ continues the same tracker run."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import HANG_S, train_one_thread
+from conftest import train_one_thread
+from run_helpers import killed_at
 
 import train
 from {{ cookiecutter.package_name }}.outputs import read_metrics
 from {{ cookiecutter.package_name }}.training import tracking
-from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 
 PROJECT = Path(__file__).resolve().parents[2]
 STEPS_PER_EPOCH = 3  # the tiny data: 24 training images in batches of 8
@@ -33,20 +31,7 @@ def train_args(data: Path, out: Path, logger: str, epochs: int = 2) -> list[str]
 
 def _killed_after_logging_epoch_1(data: Path, out: Path, logger: str) -> None:
     """train.py in a subprocess, SIGKILLed once epoch 1 is logged but its last.pt not yet in place."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", PAUSE_ENV_VAR: "save:last.pt:1"}
-    log = out.parent / "killed.log"
-    with open(log, "wb") as handle:
-        process = subprocess.Popen([sys.executable, "train.py", *train_args(data, out, logger)], cwd=PROJECT, env=env,
-                                   stdout=subprocess.DEVNULL, stderr=handle)
-    try:
-        deadline = time.monotonic() + HANG_S
-        while "paused at save:last.pt:1" not in log.read_text(errors="replace"):
-            assert process.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-    finally:
-        process.kill()
-        process.wait()
+    killed_at([sys.executable, "train.py", *train_args(data, out, logger)], out.parent / "killed.log", "save:last.pt:1")
     assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 0
 
 
@@ -122,15 +107,19 @@ def test_a_resumed_run_continues_the_same_mlflow_run_with_each_step_once(tiny_da
 
 
 @pytest.fixture
-def wandb_offline(tmp_path, monkeypatch) -> Path:
+def wandb_offline(tmp_path, monkeypatch) -> Iterator[Path]:
     """W&B in offline mode, its files under the test's folder: no account, no network."""
-    pytest.importorskip("wandb", reason="needs the wandb extra: pip install -e '.[wandb]'")
+    wandb = pytest.importorskip("wandb", reason="needs the wandb extra: pip install -e '.[wandb]'")
+    # wandb keeps one process-wide service whose settings (WANDB_DIR among them) are read once: a test after
+    # another in the same pytest process would write into the first test's folder, so each test starts afresh.
+    wandb.teardown()
     folder = tmp_path / "wandb-files"
     folder.mkdir()
     for name, value in {"WANDB_MODE": "offline", "WANDB_DIR": str(folder), "WANDB_PROJECT": "tests",
                         "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true"}.items():
         monkeypatch.setenv(name, value)
-    return folder
+    yield folder
+    wandb.teardown()
 
 
 def _log_records(path: Path) -> list[bytes]:

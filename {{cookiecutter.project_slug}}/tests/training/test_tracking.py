@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import HANG_S, train_one_thread
+from conftest import train_one_thread
+from run_helpers import killed_at
 
 import train
 from {{ cookiecutter.package_name }}.outputs import read_metrics
 from {{ cookiecutter.package_name }}.training import tracking
-from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 
 pytest.importorskip("tensorboard", reason="needs the tensorboard extra: pip install -e '.[tensorboard]'")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
@@ -82,20 +79,7 @@ def test_missing_tensorboard_is_one_line_and_exit_2(tiny_data, tmp_path, monkeyp
 
 def _killed_after_logging_epoch(data: Path, out: Path) -> None:
     """Run train.py in a subprocess and SIGKILL it once epoch 1 is logged but its last.pt not yet in place."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", PAUSE_ENV_VAR: "save:last.pt:1"}
-    log = out.parent / "killed.log"
-    with open(log, "wb") as handle:
-        process = subprocess.Popen([sys.executable, "train.py", *train_args(data, out)], cwd=PROJECT, env=env,
-                                   stdout=subprocess.DEVNULL, stderr=handle)
-    try:
-        deadline = time.monotonic() + HANG_S
-        while "paused at save:last.pt:1" not in log.read_text(errors="replace"):
-            assert process.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-    finally:
-        process.kill()
-        process.wait()
+    killed_at([sys.executable, "train.py", *train_args(data, out)], out.parent / "killed.log", "save:last.pt:1")
 
 
 @pytest.mark.slow
