@@ -57,7 +57,8 @@ LICENSE_MARKERS = {
 }
 
 # `%}` alone is not checked: f"{acc:.1%}" is ordinary Python.
-JINJA_LEFTOVER = re.compile(r"\{\{|\{%")
+# `${{ matrix.x }}` is a GitHub Actions expression the workflow keeps, not Jinja left unrendered.
+JINJA_LEFTOVER = re.compile(r"(?<!\$)\{\{|\{%")
 
 
 def answers_for(var: str, value: str) -> dict[str, str]:

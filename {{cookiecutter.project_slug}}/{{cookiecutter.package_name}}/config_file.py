@@ -26,7 +26,7 @@ from .errors import ConfigError
 
 # written by train.py as a record of the run, not settings
 RECORD_KEYS = frozenset({"resolved_device", "device_identity", "class_names", "preprocessing", "environment",
-                         "machine"})
+                         "machine", "split"})
 PLACE_KEYS = frozenset({"out", "resume"})  # where a run wrote and what it continued: each replay picks its own
 MAX_BYTES = 1 << 20  # a config.json is a few KB; a bigger file is not one
 MAX_DEPTH = 8  # settings are scalars or short lists, the record a few levels more: deeper is no config.json
