@@ -151,7 +151,9 @@ def test_evaluate_beside_a_read_only_checkpoint_measures_and_notes_the_plots(tra
     folder = tmp_path / "ro"
     with contextlib.ExitStack() as stack:
         if IS_ROOT:  # root writes through chmod: a read-only mount binds it
-            stack.enter_context(tmpfs(folder, 512 << 20, read_only=True, fill_from=trained))
+            # room for the run's files whatever the backbone (a copy does not keep best.pt a link of last.pt)
+            size = sum(f.stat().st_size for f in trained.rglob("*") if f.is_file()) + (64 << 20)
+            stack.enter_context(tmpfs(folder, size, read_only=True, fill_from=trained))
         else:
             shutil.copytree(trained, folder)
             folder.chmod(0o555)
