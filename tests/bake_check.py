@@ -12,6 +12,7 @@ import json
 import os
 import runpy
 import sys
+import tempfile
 
 # Run as a script, sys.path[0] is this file's folder; the baked project must win imports instead.
 sys.path[0] = os.getcwd()
@@ -37,7 +38,10 @@ def main() -> int:
     if targets:
         import pytest
 
-        pytest_code = int(pytest.main(["-q", "-x", "-p", "no:cacheprovider", *targets]))
+        # A basetemp of its own, removed at once: an answer bake's run folders hold GBs of checkpoints (ResNet-50,
+        # ConvNeXt), and pytest's default keeps the last three sessions' folders on a disk CI shares.
+        with tempfile.TemporaryDirectory(prefix="bake-check-", ignore_cleanup_errors=True) as basetemp:
+            pytest_code = int(pytest.main(["-q", "-x", "-p", "no:cacheprovider", f"--basetemp={basetemp}", *targets]))
     print("BAKE_CHECK " + json.dumps({"help_code": help_code, "help": help_text, "pytest_code": pytest_code}))
     return 0
 

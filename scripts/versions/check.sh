@@ -25,4 +25,5 @@ quick=$((SECONDS - started))
 started=$SECONDS
 "${pytest[@]}" -m slow tests/test_export.py  # the ONNX and .pt2 round trips: export, reload, predict alike
 export=$((SECONDS - started))
+rm -rf "$venv.tmp"  # the runs' checkpoints: gigabytes an entry, on a disk the other entries share
 echo "install $install quick $quick export $export"
