@@ -71,4 +71,4 @@ def test_every_rank_gets_the_confusion_matrix_of_the_whole_split(tmp_path: Path)
     whole = _matrix(_dataset())
     assert whole.sum() == 24
     for rank in range(2):
-        assert torch.equal(torch.load(tmp_path / f"rank{rank}.pt", weights_only=True), whole)
+        assert torch.equal(torch.load(tmp_path / f"rank{rank}.pt", map_location="cpu", weights_only=True), whole)
