@@ -6,7 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import VERSION_TIMINGS, Bakery
+from helpers import Bakery
+from plan import RUN_FIRST
+
+_VERSION_TIMINGS: list[str] = []  # tests/test_versions.py's lines, gathered from every worker's reports
 
 
 def pytest_configure(config):
@@ -14,12 +17,25 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: runs a baked project's code in a subprocess")
 
 
-def pytest_terminal_summary(terminalreporter, config):
+def pytest_collection_modifyitems(items):
+    """The longest runs first (plan.RUN_FIRST), so that xdist's workers do not end on one of them alone."""
+    def rank(item) -> int:
+        return next((i for i, prefix in enumerate(RUN_FIRST) if item.nodeid.startswith(prefix)), len(RUN_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
+def pytest_runtest_logreport(report):
+    """Keep the version matrix's timings (a test property), which reach this process from any xdist worker."""
+    if report.when == "call":
+        _VERSION_TIMINGS.extend(value for name, value in report.user_properties if name == "version_timings")
+
+
+def pytest_terminal_summary(terminalreporter):
     """What each entry of the version matrix cost (tests/test_versions.py), where any ran."""
-    lines = config.stash.get(VERSION_TIMINGS, [])
-    if lines:
+    if _VERSION_TIMINGS:
         terminalreporter.section("version matrix: seconds to install, run the quick tier, run the export round trips")
-        for line in lines:
+        for line in sorted(_VERSION_TIMINGS):
             terminalreporter.write_line(line)
 
 

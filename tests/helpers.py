@@ -14,8 +14,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 TEMPLATE = Path(__file__).resolve().parents[1]
 CONTEXT = json.loads((TEMPLATE / "cookiecutter.json").read_text(encoding="utf-8"))
 
@@ -26,7 +24,6 @@ NON_DEFAULT: list[tuple[str, str]] = [(k, v) for k, values in CHOICES.items() fo
 EVERY_VALUE: list[tuple[str, str]] = [(k, v) for k, values in CHOICES.items() for v in values]
 
 DEFAULT_PACKAGE = "image_classifier"  # what "Image Classifier" becomes
-VERSION_TIMINGS = pytest.StashKey[list]()  # tests/test_versions.py's lines for the session's summary
 
 
 def choice_id(pair: tuple[str, str]) -> str:

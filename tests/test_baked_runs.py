@@ -8,10 +8,11 @@ importing torchvision dominates the cost.
 
 CI time: one bake per answer would run the quick tier 13 times. The answers are independent
 choices, so the non-default values are packed into as few bakes as the longest choice has values
-(ANSWER_SETS: 4 bakes, each a real combination a user could pick), and each bake skips the test
+(plan.ANSWER_SETS: 4 bakes, each a real combination a user could pick). Three of them run their quick
+tier in a version entry's environment (tests/test_versions.py); the rest run it here, skipping the test
 folders whose code and tests are byte-identical in every bake (ANSWER_INDEPENDENT, checked below).
-The default bake's whole suite (the longest run) starts in the background with the first bake check
-and is collected by the last test: it runs beside the quick tiers, one single-threaded process a core.
+The default bake's whole suite runs as two tests (its quick tier and its slow one), so that pytest-xdist's
+workers (one a core; pyproject.toml's addopts) take them beside the rest.
 """
 
 from __future__ import annotations
@@ -19,31 +20,19 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
-from helpers import CHOICES, NON_DEFAULT, TEMPLATE, describe, python_digest, run, subprocess_env
+from helpers import NON_DEFAULT, TEMPLATE, describe, python_digest, run
+from plan import ANSWER_SETS, CODE_CHANGING, MATRIX, QUICK_ON_MAIN, bake_id
 
 pytestmark = pytest.mark.slow
 
-# The licence answers change only LICENSE and pyproject.toml (test_licence_answers_leave_the_python_alone
-# proves it), so running their Python again would repeat the default bake's runs.
-CODE_CHANGING = [pair for pair in NON_DEFAULT if pair[0] != "license"]
-# Bake i takes each code-changing choice's (i+1)-th non-default value, where it has one.
-_OTHER_VALUES = {var: values[1:] for var, values in CHOICES.items() if var != "license"}
-ANSWER_SETS = [{var: values[i] for var, values in _OTHER_VALUES.items() if i < len(values)}
-               for i in range(max(map(len, _OTHER_VALUES.values())))]
 # Folders whose files are the same bytes in every bake: their tests give the default bake's result.
 ANSWER_INDEPENDENT = ["tools", "tests/tools"]
 QUICK_TIER = ["-m", "not slow", "tests", *(f"--ignore={f}" for f in ANSWER_INDEPENDENT if f.startswith("tests/"))]
-
-
-def bake_id(answers) -> str:
-    """`defaults` for the default bake, else `var=value,var=value`."""
-    return ",".join(f"{var}={value}" for var, value in answers.items()) if answers else "defaults"
 
 
 def folder_digest(folder: Path) -> str:
@@ -55,18 +44,16 @@ def folder_digest(folder: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def bake_checks(bakery, default_suite):
-    """Per bake, once: `train.py --help` and (for non-default bakes) the quick tier, in one subprocess.
-
-    Asks for `default_suite` only to start it first, so that it runs beside these checks.
-    """
+def bake_checks(bakery):
+    """Per bake, once: `train.py --help` and (for the answer bakes in plan.QUICK_ON_MAIN) the quick tier, in one
+    subprocess."""
     cache: dict = {}
 
     def check(answers):
         key = tuple(sorted(answers.items()))
         if key not in cache:
             project = bakery.project(**answers)
-            targets = QUICK_TIER if answers else []
+            targets = QUICK_TIER if answers in QUICK_ON_MAIN else []
             proc = run([sys.executable, str(TEMPLATE / "tests" / "bake_check.py"), *targets], cwd=project,
                        timeout=1200, OMP_NUM_THREADS="1")
             last = proc.stdout.strip().splitlines()[-1:] or [""]
@@ -81,6 +68,12 @@ def test_the_answer_sets_cover_every_code_changing_answer():
     """Each non-default value of each choice but the licence is in exactly one of the quick-tier bakes."""
     covered = sorted((var, value) for answers in ANSWER_SETS for var, value in answers.items())
     assert covered == sorted(CODE_CHANGING)
+
+
+def test_each_answer_bake_runs_its_quick_tier_exactly_once():
+    """Every answer bake's quick tier runs in one place: a version entry's environment or this one."""
+    runs = [entry.answers for entry in MATRIX] + QUICK_ON_MAIN
+    assert sorted(map(bake_id, runs)) == sorted(map(bake_id, ANSWER_SETS))
 
 
 @pytest.mark.parametrize("answers", ANSWER_SETS, ids=bake_id)
@@ -117,9 +110,10 @@ def test_train_help_exits_zero_and_shows_the_defaults(bake_checks, answers):
         assert default in help_text, default
 
 
-@pytest.mark.parametrize("answers", ANSWER_SETS, ids=bake_id)
+@pytest.mark.parametrize("answers", QUICK_ON_MAIN, ids=bake_id)
 def test_quick_tier_passes(bake_checks, answers):
-    """The bake's own quick tier (`pytest -m "not slow"`) passes for every non-default answer."""
+    """The bake's own quick tier (`pytest -m "not slow"`) passes for the answer bakes no version entry runs
+    (tests/test_versions.py runs the others' in their own environments)."""
     project, proc, result = checked(bake_checks, answers)
     assert result["pytest_code"] == 0, describe(proc)
 
@@ -138,10 +132,10 @@ def readme_venv(project: Path, venv: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def default_suite(bakery, tmp_path_factory):
-    """The default bake's whole suite, started in the background inside the README's venv after its
-    `pip install -e '.[test]'` (--no-deps --no-build-isolation: the dependencies come from this
-    interpreter, offline). Yields the README, the install's result, the running suite and its log."""
+def readme_install(bakery, tmp_path_factory):
+    """The default bake copied and installed as its README says, inside the README's venv: `pip install -e
+    '.[test]'` (--no-deps --no-build-isolation: the dependencies come from this interpreter, offline).
+    The project, the venv's python, the README and the install's result."""
     work = tmp_path_factory.mktemp("readme-install")
     project = work / "project"
     shutil.copytree(bakery.project(), project)
@@ -149,26 +143,21 @@ def default_suite(bakery, tmp_path_factory):
     python = readme_venv(project, work / ".venv")
     install = run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", ".[test]"],
                   cwd=project, timeout=600)
-    with open(work / "suite.log", "w+", encoding="utf-8") as log:
-        suite = None
-        if install.returncode == 0:
-            suite = subprocess.Popen([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project,
-                                     env=subprocess_env(OMP_NUM_THREADS="1"), stdout=log, stderr=subprocess.STDOUT)
-        yield readme, install, suite, log
-        if suite is not None and suite.poll() is None:  # a failed or interrupted session: stop it
-            suite.kill()
-            suite.wait()
+    return project, python, readme, install
 
 
-def test_default_project_suite_passes_after_the_readme_install(default_suite):
-    """The default bake's whole suite passes inside the README's venv after its `pip install -e '.[test]'`."""
-    readme, install, suite, log = default_suite
+# The default bake's whole suite, in two runs that CI's workers can take side by side.
+TIERS = {"quick": "not slow", "slow": "slow"}
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_default_project_suite_passes_after_the_readme_install(readme_install, tier):
+    """The default bake's whole suite (its quick tier, then its slow one) passes inside the README's venv after its
+    `pip install -e '.[test]'`."""
+    project, python, readme, install = readme_install
     assert "python3 -m venv .venv" in readme and "python -m pip install -e '.[test]'" in readme
     assert install.returncode == 0, describe(install)
-    try:
-        code = suite.wait(timeout=2700)
-    except subprocess.TimeoutExpired:
-        suite.kill()
-        code = suite.wait()
-    log.seek(0)
-    assert code == 0, f"exit {code}; output tail:\n{log.read()[-3000:]}"
+    suite = run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", TIERS[tier],
+                 f"--basetemp={project.parent / f'{tier}-tmp'}"], cwd=project, timeout=2700, OMP_NUM_THREADS="1")
+    shutil.rmtree(project.parent / f"{tier}-tmp", ignore_errors=True)  # GBs of checkpoints on a disk CI shares
+    assert suite.returncode == 0, describe(suite)

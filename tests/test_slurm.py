@@ -27,6 +27,7 @@ import torch
 from helpers import DEFAULT_PACKAGE, same_training_state, subprocess_env
 
 CLUSTER = os.environ.get("TEMPLATE_SLURM_CLUSTER")
+pytestmark = pytest.mark.xdist_group("cluster")  # one worker runs these and the two-node tests (test_two_nodes.py)
 needs_cluster = pytest.mark.skipif(
     not CLUSTER, reason='needs a SLURM cluster: as root, eval "$(scripts/slurm/up.sh)" first (README, "SLURM test")')
 PAUSE_ENV_VAR = f"{DEFAULT_PACKAGE.upper()}_TEST_PAUSE_AT"

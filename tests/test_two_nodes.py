@@ -31,7 +31,8 @@ from helpers import DEFAULT_PACKAGE, TEMPLATE, same_training_state, subprocess_e
 
 NETNS = TEMPLATE / "scripts" / "netns" / "two_nodes.sh"
 CAN_RUN = os.geteuid() == 0 and all(shutil.which(tool) for tool in ("ip", "unshare"))
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+# one xdist group with the SLURM tests: each worker would otherwise start its own cluster beside the other's
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster"), pytest.mark.skipif(
     not CAN_RUN, reason="needs root for network namespaces (ip, unshare); .ci/run runs as root")]
 PAUSE_ENV_VAR = f"{DEFAULT_PACKAGE.upper()}_TEST_PAUSE_AT"
 PAUSE_AT = "step:1:2"  # rank 1's first attempt waits after step 2 of epoch 1's 3 (until a stop request)

@@ -65,6 +65,7 @@ def _rank(rank: int, world: int, init_file: str, result_dir: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_every_rank_gets_the_confusion_matrix_of_the_whole_split(tmp_path: Path):
     """Two gloo ranks, each evaluating half the images: both end with the matrix one process gets from all."""
     mp.spawn(_rank, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)

@@ -163,6 +163,7 @@ def test_a_cut_off_file_that_is_no_jpeg_is_decoded_as_before(tmp_path):
     assert isinstance(read_encoded(str(fake)), Image.Image)
 
 
+@pytest.mark.slow
 def test_a_run_decoded_on_the_device_resumes_exactly_after_a_kill(jpeg_data, tmp_path):
     """--decode device, random crops and flips: SIGKILLed mid-epoch (a loader worker running), then resumed, the
     run ends with the weights of an uninterrupted one (decoded on the device in the main process)."""

@@ -60,6 +60,7 @@ def probe(tiny_data, tmp_path):
         shutil.copy(path, tmp_path / "probe" / f"{path.parent.name}.png")
 
 
+@pytest.mark.slow
 def test_a_labels_file_beside_a_flat_folder_divided_by_val_split(tiny_data, tmp_path, capsys, probe):
     """--data FOLDER holding labels.csv (path,label): divided by --val-split, recorded, resumed, evaluated."""
     root = flat_images_with_labels(tiny_data, tmp_path / "flat", with_split=False)
@@ -126,6 +127,7 @@ OWN_DATASET = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_your_own_dataset_from_a_module_outside_the_package(tmp_path, capsys, monkeypatch, probe):
     """--data my_stripes:make (a module on the path, not in the package) trains, resumes, evaluates, predicts."""
     (tmp_path / "user_code").mkdir()

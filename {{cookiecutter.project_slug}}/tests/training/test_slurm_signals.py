@@ -178,7 +178,7 @@ def test_ranks_whose_data_differ_all_refuse_with_one_line_instead_of_hanging(tin
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
     text = log.read_text()
-    lines = [line for line in text.splitlines() if "ranks see different data" in line]
-    assert code != 0 and len(lines) == 2, text[-3000:]
-    assert all("rank 1 of 2 has 23 training" in line for line in lines)
+    # Both ranks write into one log at once, so their lines can interleave: count the messages, not the lines.
+    assert code != 0 and text.count("ranks see different data") == 2, text[-3000:]
+    assert text.count("rank 1 of 2 has 23 training") == 2
     assert not (tmp_path / "run" / "last.pt").exists()

@@ -64,6 +64,7 @@ def test_a_non_finite_loss_names_its_epoch_and_step(tiny_data):
                         build_loader(train_set, 4, CPU, train=True), Hardware.create(CPU), epoch=4, progress=False)
 
 
+@pytest.mark.slow
 def test_a_non_finite_loss_exits_1_with_one_line_and_keeps_last_pt(tiny_data, tmp_path, capsys):
     """Resuming weights that give NaN: exit 1, one stderr line naming epoch 2 step 1, last.pt byte-identical."""
     out = tmp_path / "run"

@@ -1,0 +1,75 @@
+"""What the template's suite runs where: the answer bakes and the version matrix, and which bake each entry checks.
+
+Every non-default answer's quick tier must run once, and each end of the claimed torch range must run a
+generated project's quick tier once. Both are the same kind of run (a bake's `pytest -m "not slow"`), so they
+share runs: version entry i runs answer bake i's quick tier in its own environment, and the answer bakes left
+over run theirs in the template's own environment (tests/test_baked_runs.py). The default bake's whole suite
+runs in the template's environment too. One quick tier per bake, not two: CI's budget is 30 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from helpers import CHOICES
+
+# The licence answers change only LICENSE and pyproject.toml (test_licence_answers_leave_the_python_alone
+# proves it), so running their Python again would repeat the default bake's runs.
+CODE_CHANGING = [(var, value) for var, values in CHOICES.items() if var != "license" for value in values[1:]]
+# The answers are independent choices, so their non-default values pack into as few bakes as the longest choice
+# has values: bake i takes each code-changing choice's (i+1)-th non-default value where it has one.
+_OTHER_VALUES = {var: values[1:] for var, values in CHOICES.items() if var != "license"}
+ANSWER_SETS: list[dict[str, str]] = [
+    {var: values[i] for var, values in _OTHER_VALUES.items() if i < len(values)}
+    for i in range(max(map(len, _OTHER_VALUES.values())))
+]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One environment: a Python, a torch release series, the torchvision built for it, and the bake it checks."""
+
+    python: str
+    torch: str
+    torchvision: str
+    why: str
+    answers: dict[str, str] = field(hash=False)
+
+    def __str__(self) -> str:
+        return f"py{self.python}-torch{self.torch}"
+
+
+MATRIX = [
+    # torch 2.4 is the floor: the checkpoint code asks torch.serialization.get_safe_globals() (new in 2.4) what
+    # weights_only loading accepts. Python 3.10 is the oldest that the newest torch still had wheels for (2.14).
+    # The oldest torch gets the bake whose defaults lean most on version-dependent code (fp16's GradScaler,
+    # DDP, the fake-CUDA paths of a cuda default).
+    Entry("3.10", "2.4", "0.19", "the oldest torch pair, on the oldest Python", ANSWER_SETS[1]),
+    Entry("3.12", "2.11", "0.26", "the GPU machine's pins", ANSWER_SETS[0]),
+    Entry("3.13", "2.15", "0.29", "the newest torch pair, on the newest Python", ANSWER_SETS[3]),
+]
+OLDEST, NEWEST = MATRIX[0], MATRIX[-1]
+# The answer bakes whose quick tier no version entry runs: the template's own environment runs it.
+QUICK_ON_MAIN = [answers for answers in ANSWER_SETS if all(answers != entry.answers for entry in MATRIX)]
+
+
+def bake_id(answers: dict[str, str]) -> str:
+    """`defaults` for the default bake, else `var=value,var=value`."""
+    return ",".join(f"{var}={value}" for var, value in answers.items()) if answers else "defaults"
+
+
+# The order xdist's workers take the tests in (conftest.py sorts by these nodeid prefixes; the rest follow in
+# their own order). The SLURM and two-node tests are one xdist group ("cluster": they share the machine's
+# cluster and namespaces), which xdist hands out first. The default bake's slow tier is the longest single
+# run; the worker that takes it queues one more test behind it, so a quick one comes next.
+RUN_FIRST = [
+    "tests/test_baked_runs.py::test_default_project_suite_passes_after_the_readme_install[slow]",
+    "tests/test_baked_runs.py::test_the_answer_sets_cover_every_code_changing_answer",
+    "tests/test_versions.py::test_a_generated_project_passes",
+    "tests/test_ordinary_changes.py",
+    "tests/test_baked_runs.py::test_default_project_suite_passes_after_the_readme_install[quick]",
+    "tests/test_baked_runs.py::test_quick_tier_passes",
+    "tests/test_template_update.py",
+    "tests/test_first_hour.py",
+    "tests/test_baked_commands.py",
+]
