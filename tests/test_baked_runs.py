@@ -45,15 +45,18 @@ def folder_digest(folder: Path) -> str:
 
 @pytest.fixture(scope="session")
 def bake_checks(bakery):
-    """Per bake, once: `train.py --help` and (for the answer bakes in plan.QUICK_ON_MAIN) the quick tier, in one
-    subprocess."""
+    """Per bake and worker, once: `train.py --help` and, when asked, the quick tier, in one subprocess.
+
+    The help test asks for the help alone: under xdist it may run on another worker than the quick-tier test,
+    whose check (help included) would otherwise run the quick tier a second time there.
+    """
     cache: dict = {}
 
-    def check(answers):
-        key = tuple(sorted(answers.items()))
+    def check(answers, quick=False):
+        key = (tuple(sorted(answers.items())), quick)
         if key not in cache:
             project = bakery.project(**answers)
-            targets = QUICK_TIER if answers in QUICK_ON_MAIN else []
+            targets = QUICK_TIER if quick else []
             proc = run([sys.executable, str(TEMPLATE / "tests" / "bake_check.py"), *targets], cwd=project,
                        timeout=1200, OMP_NUM_THREADS="1")
             last = proc.stdout.strip().splitlines()[-1:] or [""]
@@ -83,9 +86,9 @@ def test_answer_independent_folders_are_identical_in_every_bake(bakery, answers)
         assert folder_digest(bakery.project(**answers) / folder) == folder_digest(bakery.project() / folder), folder
 
 
-def checked(bake_checks, answers):
+def checked(bake_checks, answers, quick=False):
     """The bake's check result, asserted to have been produced."""
-    project, proc, result = bake_checks(answers)
+    project, proc, result = bake_checks(answers, quick)
     assert result is not None, describe(proc)
     return project, proc, result
 
@@ -114,7 +117,7 @@ def test_train_help_exits_zero_and_shows_the_defaults(bake_checks, answers):
 def test_quick_tier_passes(bake_checks, answers):
     """The bake's own quick tier (`pytest -m "not slow"`) passes for the answer bakes no version entry runs
     (tests/test_versions.py runs the others' in their own environments)."""
-    project, proc, result = checked(bake_checks, answers)
+    project, proc, result = checked(bake_checks, answers, quick=True)
     assert result["pytest_code"] == 0, describe(proc)
 
 
