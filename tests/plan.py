@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from helpers import CHOICES
+from helpers import CHOICES, NON_DEFAULT
 
 # The licence answers change only LICENSE and pyproject.toml (test_licence_answers_leave_the_python_alone
 # proves it), so running their Python again would repeat the default bake's runs.
-CODE_CHANGING = [(var, value) for var, values in CHOICES.items() if var != "license" for value in values[1:]]
+CODE_CHANGING = [pair for pair in NON_DEFAULT if pair[0] != "license"]
 # The answers are independent choices, so their non-default values pack into as few bakes as the longest choice
 # has values: bake i takes each code-changing choice's (i+1)-th non-default value where it has one.
 _OTHER_VALUES = {var: values[1:] for var, values in CHOICES.items() if var != "license"}

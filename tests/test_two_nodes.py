@@ -31,7 +31,7 @@ from helpers import DEFAULT_PACKAGE, TEMPLATE, same_training_state, subprocess_e
 
 NETNS = TEMPLATE / "scripts" / "netns" / "two_nodes.sh"
 CAN_RUN = os.geteuid() == 0 and all(shutil.which(tool) for tool in ("ip", "unshare"))
-# one xdist group with the SLURM tests: each worker would otherwise start its own cluster beside the other's
+# one xdist group with the SLURM tests (test_slurm.py): one worker runs the cluster cases, one after another
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster"), pytest.mark.skipif(
     not CAN_RUN, reason="needs root for network namespaces (ip, unshare); .ci/run runs as root")]
 PAUSE_ENV_VAR = f"{DEFAULT_PACKAGE.upper()}_TEST_PAUSE_AT"
