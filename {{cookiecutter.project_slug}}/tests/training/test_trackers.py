@@ -143,17 +143,21 @@ def _log_records(path: Path) -> list[bytes]:
 
 def wandb_runs(folder: Path) -> list[tuple[str, dict, list[dict]]]:
     """Each offline run in `folder`, oldest first: its id, its config, and its history rows (with `_step`)."""
+    import wandb
     from wandb.proto import wandb_internal_pb2
 
+    # The file is written by wandb's service process, which may still hold records after run.finish() returns;
+    # teardown (what the end of a training process does) waits for it to close the file.
+    wandb.teardown()
     runs = []
     for path in sorted(folder.glob("wandb/offline-run-*/run-*.wandb")):
-        run_id, config, history = "", {}, []
+        run_id, config, history = path.stem.removeprefix("run-"), {}, []  # wandb names the file after the run
         for data in _log_records(path):
             record = wandb_internal_pb2.Record()
             record.ParseFromString(data)
             kind = record.WhichOneof("record_type")
             if kind == "run":  # wandb may write the run record again later, not always with its id
-                run_id = record.run.run_id or run_id
+                assert record.run.run_id in ("", run_id), f"{path.name} holds run {record.run.run_id}"
                 config.update({item.key: json.loads(item.value_json) for item in record.run.config.update})
             elif kind == "history":
                 history.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
