@@ -171,11 +171,12 @@ def report_start(run: Run, device: torch.device, notes: list[str], verbose: bool
 
 def train(settled: settings.Settled) -> int:
     """Build everything, then train; nothing is written until all inputs have been checked."""
-    torch.set_num_threads(settled.cfg.threads)  # the process's one thread setting, before any work (README: --threads)
     device = config.configure_device(settled.cfg.device)
     if device.type == "meta":
         raise ConfigError("--device meta holds no data: it can build a model, not train one; use cpu or an accelerator")
     cfg, plan, notes = settle_for_run(settled, device)
+    # After --resume is settled: a resumed run keeps its own count, as thread counts change CPU sums' last bits
+    torch.set_num_threads(cfg.threads)
     seeding.seed_everything(cfg.seed)  # the initial weights too: same seed, same run
     with contextlib.closing(Run(cfg, device)) as run:  # its loader workers end with the run
         report_start(run, device, notes, settled.verbose)

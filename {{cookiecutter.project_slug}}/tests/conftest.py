@@ -16,6 +16,11 @@ from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_d
 from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.model import build_model
 
+# Runs compared bit for bit must use one thread count (it changes the order of CPU float sums), and train.py's
+# default follows the machine's load: so one thread for every run here and in the processes the tests start,
+# unless the caller chose. The tests of the default itself unset it (test_settings, test_resume).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # How long a test waits on a child process before calling it hung. A hang guard, never a speed limit: generous, so
 # a loaded machine makes the suite slower but not red (timings belong in benchmarks/). TEST_HANG_S changes it.
 HANG_S = float(os.environ.get("TEST_HANG_S", "1800"))

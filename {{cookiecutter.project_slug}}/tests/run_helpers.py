@@ -25,16 +25,18 @@ def train_command(data: Path, out: Path, workers: int, resume: bool | str, extra
         command += ["--resume", resume if isinstance(resume, str) else str(out)]
     return command
 
-def train_env(pause: str | None = None) -> dict[str, str]:
-    # One thread per process: the test machine has few cores and several processes at once.
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def train_env(pause: str | None = None, threads: int = 1) -> dict[str, str]:
+    # One thread per process (train.py's default follows OMP_NUM_THREADS): the test machine has few cores and
+    # several processes at once, and runs compared bit for bit need the same count.
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     env.pop(PAUSE_ENV_VAR, None)
     if pause:
         env[PAUSE_ENV_VAR] = pause
     return env
 
 def start_train(data: Path, out: Path, workers: int, *, resume: bool | str, pause: str | None, log: Path,
-                extra: tuple[str, ...] = (), command: list[str] | None = None, group: bool = False) -> subprocess.Popen:
+                extra: tuple[str, ...] = (), command: list[str] | None = None, group: bool = False,
+                threads: int = 1) -> subprocess.Popen:
     """Start train.py (or `command`) in the background, its stderr going to `log`.
 
     `group`: in a process group of its own (its pid is the group's id), for signals sent to the whole group
@@ -42,7 +44,7 @@ def start_train(data: Path, out: Path, workers: int, *, resume: bool | str, paus
     """
     with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(command or train_command(data, out, workers, resume, extra), cwd=PROJECT,
-                                env=train_env(pause), stdout=subprocess.DEVNULL, stderr=handle,
+                                env=train_env(pause, threads), stdout=subprocess.DEVNULL, stderr=handle,
                                 start_new_session=group)
 
 def wait_for(process: subprocess.Popen, log: Path, text: str, timeout: float = HANG_S) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -91,9 +92,20 @@ def test_unreadable_config_file_is_one_line_and_exit_2(tmp_path, capsys):
         assert code == 2 and len(err) == 1 and reason in err[0]
 
 
-def test_threads_default_to_one_and_must_be_positive():
-    """--threads N is settled into the config (default 1); 0 is refused with a ConfigError."""
+def test_threads_default_to_omp_num_threads_else_this_ranks_share_of_the_idle_cores(monkeypatch):
+    """--threads N is settled into the config; 0 is refused. Unset: OMP_NUM_THREADS (at most the usable cores),
+    else the cores the 1-minute load average leaves idle, shared by the ranks on this node, and at least one."""
     cores = settings.usable_cores()
-    assert settings.settle([]).cfg.threads == 1 and settings.settle(["--threads", str(cores)]).cfg.threads == cores
+    assert settings.settle(["--threads", str(cores)]).cfg.threads == cores
     with pytest.raises(ConfigError, match="--threads"):
         settings.settle(["--threads", "0"])
+    monkeypatch.setenv("OMP_NUM_THREADS", str(cores + 5))
+    assert settings.settle([]).cfg.threads == cores
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (float(os.cpu_count() or 1), 0.0, 0.0), raising=False)
+    assert settings.settle([]).cfg.threads == 1  # every core busy: a second thread would wait for one
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
+    assert settings.settle([]).cfg.threads == cores
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert settings.settle([]).cfg.threads == max(1, cores // 2)

@@ -135,11 +135,12 @@ def test_run_files_get_the_permissions_a_plain_open_would_give(trained_run, tmp_
     assert set(modes.values()) == {expected}, modes
 
 
-def test_threads_flag_sets_torchs_thread_count_before_anything_else(monkeypatch, tmp_path):
-    """--threads N reaches torch.set_num_threads, before the device is even resolved (the default: one thread)."""
+def test_threads_reach_torch_once_the_settings_are_settled_and_before_the_run_is_built(monkeypatch, tmp_path):
+    """--threads N reaches torch.set_num_threads before the data is read; unset, OMP_NUM_THREADS does (conftest: 1)."""
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
     cores = settings.usable_cores()  # --threads is bounded by the cores this process may use
-    assert train.main(["--threads", str(cores), "--device", "tpu", "--out", str(tmp_path / "run")]) == 2
-    assert train.main(["--device", "tpu", "--out", str(tmp_path / "run")]) == 2
-    assert calls == [cores, 1]
+    absent = ["--data", str(tmp_path / "absent"), "--device", "cpu", "--out", str(tmp_path / "run")]
+    assert train.main(["--threads", str(cores), *absent]) == 2
+    assert train.main(absent) == 2
+    assert calls == [cores, 1] and not (tmp_path / "run").exists()

@@ -35,13 +35,38 @@ def configure_device(cli_value: str | None = None) -> torch.device:
     return DEVICE
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and job schedulers narrow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _local_ranks() -> int:
+    """The ddp ranks sharing this node's cores (torchrun's LOCAL_WORLD_SIZE; 1 without torchrun)."""
+    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+
+
 def default_workers() -> int:
     """Loader workers for one process: the cores it may use, shared by the ddp ranks on this node, one left
     for the process itself. Not capped: a JPEG costs a worker 10-15 ms (benchmarks/README.md), so a GPU that
     trains thousands of images a second needs every core a host has."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    local_ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))  # set by torchrun
-    return max(0, cores // local_ranks - 1)
+    return max(0, usable_cores() // _local_ranks() - 1)
+
+
+def default_threads() -> int:
+    """torch's CPU threads for one process: OMP_NUM_THREADS where set (torchrun sets 1 for several ranks a node),
+    else this rank's share of the cores that are idle now, at least 1.
+
+    Idle is judged by the 1-minute load average (host-wide, so scaled to the cores this process may use): a
+    second thread makes an epoch faster on an idle machine but several times slower on a busy one, where
+    torch's threads wait on each other for a core (benchmarks/README.md, "torch threads").
+    """
+    cores = usable_cores()
+    if os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+        return min(max(1, int(os.environ["OMP_NUM_THREADS"])), cores)
+    if not hasattr(os, "getloadavg"):  # Windows: no load figure, so the choice that is never slow
+        return 1
+    busy = os.getloadavg()[0] * cores / max(cores, os.cpu_count() or 1)
+    return max(1, min(cores // _local_ranks(), round(cores - busy)))
 
 
 @dataclasses.dataclass
@@ -60,7 +85,7 @@ class TrainConfig:
     seed: int = 0
     image_size: int | None = None  # None: the demo's size, the weights' preprocessing, or the data's typical size
     augment: str = "none"  # training augmentation recipe: none | light | standard (data/transforms.py)
-    threads: int = 1  # torch CPU threads (torch.set_num_threads): 1 is fastest on a shared or small machine
+    threads: int = dataclasses.field(default_factory=default_threads)  # torch CPU threads (set_num_threads)
     backbone: str = "{{ cookiecutter.backbone }}"
     pretrained: bool = {{ "True" if cookiecutter.pretrained == "yes" else "False" }}
     precision: str = "{{ cookiecutter.default_precision }}"  # fp32 | fp16 | bf16

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import os
 
 from . import backbones, config
+from .config import usable_cores  # also settings.usable_cores: the bound --threads is checked against
 from .config_file import read_config_file
 from .data import DEMO_IMAGE_SIZE
 from .data.device_decode import DECODES
@@ -168,8 +168,9 @@ def _device_flags(p: argparse.ArgumentParser) -> None:
                    help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores; "
                         "default: on when autocasting (fp16, bf16) on CUDA)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
-    g.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch's own operations; more "
-                   "pays only on an otherwise idle machine with N free cores" + _default("threads"))
+    g.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch's own operations; more pays "
+                   "only on a machine with N idle cores (default: OMP_NUM_THREADS if set, else this rank's share of "
+                   "the cores idle now; a resumed run keeps its own)")
     g.add_argument("--verbose", action="store_true", help="print the model's device report, and tracebacks on failure")
     g.add_argument("--debug-devices", action="store_true",
                    help="guard every submodule: a misplaced input names the submodule and both devices")
@@ -214,11 +215,6 @@ def check(cfg: config.TrainConfig) -> None:
         raise ConfigError(problem)
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which containers and job schedulers narrow)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def _check_numbers(cfg: config.TrainConfig) -> None:
     """Refuse NaN and infinite numbers anywhere, and learning rates, decays and smoothing out of range."""
     for field in dataclasses.fields(cfg):
@@ -259,6 +255,10 @@ def resumed(settled: Settled, saved: dict, source: str,
     # How and where this process runs is its own: the device spec, the run folder and what to continue from.
     keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite", "resplit")}
     chosen = {**own, **{name: getattr(settled.cfg, name) for name in settled.explicit & fields}, **keep}
+    if "threads" not in settled.explicit and not 1 <= chosen.get("threads", 1) <= usable_cores():
+        notes.append(f"resume: --threads {settled.cfg.threads}, the run's {chosen['threads']} being more than this "
+                     "machine's cores (CPU sums then differ from an unbroken run's in the last bits)")
+        chosen["threads"] = settled.cfg.threads
     cfg = dataclasses.replace(settled.cfg, **chosen)
     check(cfg)
     return dataclasses.replace(settled, cfg=cfg), notes

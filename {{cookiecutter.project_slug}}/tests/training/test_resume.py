@@ -23,6 +23,7 @@ from conftest import HANG_S, nested_tensors
 from run_helpers import EPOCHS, PROJECT, assert_same_run, load_cpu, start_train, train_command, train_env, wait_for
 
 import train
+from {{ cookiecutter.package_name }}.config import usable_cores
 
 EVERY_STEP = ["--save-every-minutes", "1e-6"]  # a mid-epoch last.pt after every step
 
@@ -252,3 +253,26 @@ def test_each_optimizer_and_schedule_resumes_exactly_after_a_kill(tiny_data, tmp
     assert (load_cpu(out / "last.pt")["epoch"], load_cpu(out / "last.pt")["step"]) == (2, 1)  # saved after step 1
     _train(tiny_data, out, resume=True, extra=choice)
     assert_same_run(load_cpu(out / "last.pt"), load_cpu(reference_out / "last.pt"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(usable_cores() < 2, reason="needs two cores to choose between one thread and two")
+def test_a_resumed_run_keeps_the_thread_count_it_chose_though_the_machine_now_suggests_another(tiny_data, tmp_path):
+    """Started on the default thread count (two here), killed, resumed where the default would be one: the
+    resumed process keeps the run's two (as they change CPU sums' last bits) and ends where an unbroken run ends."""
+    reference, out = tmp_path / "reference", tmp_path / "run"
+    done = subprocess.run(train_command(tiny_data, reference, 2, False), cwd=PROJECT, env=train_env(threads=2),
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = tmp_path / "killed.log"
+    process = start_train(tiny_data, out, 2, resume=False, pause="step:2:1", log=log, threads=2)
+    try:
+        wait_for(process, log, "paused at step:2:1")
+    finally:
+        process.kill()
+        process.wait()
+    resumed = subprocess.run(train_command(tiny_data, out, 2, "auto"), cwd=PROJECT, env=train_env(threads=1),
+                             capture_output=True, text=True, timeout=HANG_S)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "torch threads: 2" in resumed.stdout + resumed.stderr
+    assert_same_run(load_cpu(out / "last.pt"), load_cpu(reference / "last.pt"))

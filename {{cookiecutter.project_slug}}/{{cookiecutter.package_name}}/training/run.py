@@ -68,8 +68,9 @@ class Run:
 
     def machine(self) -> dict:
         """How this process feeds and runs the device (config.json's `machine`): loader workers and prefetch,
-        where JPEGs are decoded and why, TF32 and channels_last as in force."""
+        where JPEGs are decoded and why, torch's CPU threads, TF32 and channels_last as in force."""
         return {"workers": self.cfg.workers, "prefetch": PREFETCH_BATCHES if self.cfg.workers else 0,
+                "threads": torch.get_num_threads(),
                 "decode": self.decode, "decode_reason": self.decode_reason, **self.hw.notes()}
 
     def machine_notes(self) -> list[str]:
@@ -78,7 +79,8 @@ class Run:
         on = {True: "on", False: "off"}
         return [f"loader: {machine['workers']} workers, {machine['prefetch']} batches prefetched each; JPEGs decoded "
                 f"on the {machine['decode']} ({machine['decode_reason']})",
-                f"tf32 matmuls: {on[machine['tf32']]}; channels_last: {on[machine['channels_last']]}"]
+                f"torch threads: {machine['threads']}; tf32 matmuls: {on[machine['tf32']]}; "
+                f"channels_last: {on[machine['channels_last']]}"]
 
     @property
     def steps_per_epoch(self) -> int:
