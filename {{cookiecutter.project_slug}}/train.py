@@ -106,7 +106,7 @@ def prepare_out(run: Run, out: Path, device: torch.device, plan: run_folder.Plan
                                              "image_size": run.image_size, "class_names": run.class_names,
                                              "preprocessing": run.preprocessing.to_dict(),
                                              "split": run.split,  # the --val-split record (data/splits.py)
-                                             "machine": run.machine(),  # workers, decode, tf32, channels_last
+                                             "machine": run.machine(),  # workers, threads, decode, tf32, channels_last
                                              "environment": outputs.run_environment()})  # to rerun it
     if plan.resume and run.rows:  # as the checkpoint holds them: a save stopped before metrics.csv left it behind
         outputs.write_metrics(out / "metrics.csv", run.rows)
@@ -146,9 +146,11 @@ def settle_for_run(settled: settings.Settled, device: torch.device) -> tuple[con
         plan = dataclasses.replace(plan, resume=source)
     notes = [*resume_notes, *notes, sent_note]
     pretrained, weights_note = resolve_weights(settled, resuming=plan.resume is not None)
-    # --resume auto becomes the checkpoint it found (or None): what the rest of the run continues from
+    # --resume auto becomes the checkpoint it found (or None): what the rest of the run continues from; no
+    # --threads, the count the machine's idle cores suggest now (a resumed run has its own: settings.resumed)
     cfg = dataclasses.replace(settled.cfg, parallel=parallel_mode, precision=precision_name, out=str(plan.out),
-                              resume=plan.resume, pretrained=pretrained)
+                              resume=plan.resume, pretrained=pretrained,
+                              threads=settled.cfg.threads or config.default_threads())
     return cfg, plan, [note for note in (*notes, plan.note, weights_note) if note]
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 from conftest import train_one_thread
 
 import train
-from {{ cookiecutter.package_name }} import settings
+from {{ cookiecutter.package_name }} import config, settings
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.outputs import read_metrics
@@ -92,20 +91,33 @@ def test_unreadable_config_file_is_one_line_and_exit_2(tmp_path, capsys):
         assert code == 2 and len(err) == 1 and reason in err[0]
 
 
-def test_threads_default_to_omp_num_threads_else_this_ranks_share_of_the_idle_cores(monkeypatch):
-    """--threads N is settled into the config; 0 is refused. Unset: OMP_NUM_THREADS (at most the usable cores),
-    else the cores the 1-minute load average leaves idle, shared by the ranks on this node, and at least one."""
+def test_threads_are_settled_as_typed_and_left_to_start_up_when_not():
+    """--threads N is settled into the config and 0 is refused; without it the count is measured at start-up."""
     cores = settings.usable_cores()
     assert settings.settle(["--threads", str(cores)]).cfg.threads == cores
+    assert settings.settle([]).cfg.threads is None
     with pytest.raises(ConfigError, match="--threads"):
         settings.settle(["--threads", "0"])
+
+
+def test_default_threads_are_omp_num_threads_else_this_ranks_share_of_the_idle_cores(monkeypatch):
+    """OMP_NUM_THREADS (at most the usable cores), else the cores idle now shared by the ranks on this node, >= 1."""
+    cores = settings.usable_cores()
     monkeypatch.setenv("OMP_NUM_THREADS", str(cores + 5))
-    assert settings.settle([]).cfg.threads == cores
+    assert config.default_threads() == cores
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
-    monkeypatch.setattr(os, "getloadavg", lambda: (float(os.cpu_count() or 1), 0.0, 0.0), raising=False)
-    assert settings.settle([]).cfg.threads == 1  # every core busy: a second thread would wait for one
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
-    assert settings.settle([]).cfg.threads == cores
+    monkeypatch.setattr(config, "idle_fraction", lambda: 0.0)
+    assert config.default_threads() == 1  # every core busy: a second thread would wait for one
+    monkeypatch.setattr(config, "idle_fraction", lambda: None)
+    assert config.default_threads() == 1  # no measure: the count that is never slow
+    monkeypatch.setattr(config, "idle_fraction", lambda: 1.0)
+    assert config.default_threads() == cores
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    assert settings.settle([]).cfg.threads == max(1, cores // 2)
+    assert config.default_threads() == max(1, cores // 2)
+
+
+@pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="the idle share is read from Linux's /proc/stat")
+def test_the_idle_share_is_measured_over_a_moment_as_a_fraction():
+    """The share of CPU time idle while this process sleeps: a number between 0 and 1."""
+    assert 0.0 <= config.idle_fraction(0.05) <= 1.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 import torch
 
@@ -54,19 +55,36 @@ def default_workers() -> int:
 
 def default_threads() -> int:
     """torch's CPU threads for one process: OMP_NUM_THREADS where set (torchrun sets 1 for several ranks a node),
-    else this rank's share of the cores that are idle now, at least 1.
+    else this rank's share of the cores idle now, at least 1. Takes a tenth of a second: called once, at start-up.
 
-    Idle is judged by the 1-minute load average (host-wide, so scaled to the cores this process may use): a
-    second thread makes an epoch faster on an idle machine but several times slower on a busy one, where
+    A second thread makes an epoch faster on an idle machine but several times slower on a busy one, where
     torch's threads wait on each other for a core (benchmarks/README.md, "torch threads").
     """
     cores = usable_cores()
     if os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
         return min(max(1, int(os.environ["OMP_NUM_THREADS"])), cores)
-    if not hasattr(os, "getloadavg"):  # Windows: no load figure, so the choice that is never slow
+    idle = idle_fraction()
+    if idle is None:  # no measure of the machine's load: the choice that is never slow
         return 1
-    busy = os.getloadavg()[0] * cores / max(cores, os.cpu_count() or 1)
-    return max(1, min(cores // _local_ranks(), round(cores - busy)))
+    return max(1, min(cores // _local_ranks(), round(idle * cores)))
+
+
+def idle_fraction(seconds: float = 0.1) -> float | None:
+    """The share of the host's CPU time left idle over the next `seconds` (Linux's /proc/stat), this process
+    sleeping meanwhile; None where the kernel does not say. Not the load average: a minute late, it would
+    call a machine busy for a minute after a job ends."""
+    def idle_and_total() -> tuple[int, int]:
+        with open("/proc/stat") as stat:  # "cpu  user nice system idle iowait irq softirq steal ...", in ticks
+            ticks = [int(value) for value in stat.readline().split()[1:9]]
+        return ticks[3] + ticks[4], sum(ticks)
+
+    try:
+        idle_before, total_before = idle_and_total()
+        time.sleep(seconds)
+        idle_after, total_after = idle_and_total()
+    except (OSError, ValueError, IndexError):
+        return None
+    return (idle_after - idle_before) / max(1, total_after - total_before)
 
 
 @dataclasses.dataclass
@@ -85,7 +103,7 @@ class TrainConfig:
     seed: int = 0
     image_size: int | None = None  # None: the demo's size, the weights' preprocessing, or the data's typical size
     augment: str = "none"  # training augmentation recipe: none | light | standard (data/transforms.py)
-    threads: int = dataclasses.field(default_factory=default_threads)  # torch CPU threads (set_num_threads)
+    threads: int | None = None  # torch CPU threads (set_num_threads); None: default_threads() at start-up
     backbone: str = "{{ cookiecutter.backbone }}"
     pretrained: bool = {{ "True" if cookiecutter.pretrained == "yes" else "False" }}
     precision: str = "{{ cookiecutter.default_precision }}"  # fp32 | fp16 | bf16

@@ -189,7 +189,7 @@ def check(cfg: config.TrainConfig) -> None:
     for name in ("epochs", "batch_size"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
-    if not 1 <= cfg.threads <= usable_cores():
+    if cfg.threads is not None and not 1 <= cfg.threads <= usable_cores():
         # more threads than cores only contend; thousands exhaust the host's threads and crash OpenMP
         raise ConfigError(f"--threads must be between 1 and {usable_cores()} (the cores this process may use), "
                           f"got {cfg.threads}")
@@ -255,10 +255,10 @@ def resumed(settled: Settled, saved: dict, source: str,
     # How and where this process runs is its own: the device spec, the run folder and what to continue from.
     keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite", "resplit")}
     chosen = {**own, **{name: getattr(settled.cfg, name) for name in settled.explicit & fields}, **keep}
-    if "threads" not in settled.explicit and not 1 <= chosen.get("threads", 1) <= usable_cores():
-        notes.append(f"resume: --threads {settled.cfg.threads}, the run's {chosen['threads']} being more than this "
-                     "machine's cores (CPU sums then differ from an unbroken run's in the last bits)")
-        chosen["threads"] = settled.cfg.threads
+    if "threads" not in settled.explicit and not 1 <= (chosen.get("threads") or 1) <= usable_cores():
+        notes.append(f"resume: the default thread count, the run's {chosen['threads']} being more than this "
+                     "machine's cores (CPU sums then differ from an unbroken run's in their last bits)")
+        chosen["threads"] = None
     cfg = dataclasses.replace(settled.cfg, **chosen)
     check(cfg)
     return dataclasses.replace(settled, cfg=cfg), notes
