@@ -53,10 +53,10 @@ def _train(data: Path, out: Path, workers: int = 0, *, resume: bool | str = Fals
 
 
 def _kill_at(data: Path, out: Path, workers: int, pause: str, *, resume: bool | str,
-             extra: tuple[str, ...] = ()) -> None:
-    """Start train.py, SIGKILL it at `pause`."""
+             extra: tuple[str, ...] = (), threads: int = 1) -> None:
+    """Start train.py (on `threads` by OMP_NUM_THREADS), SIGKILL it at `pause`."""
     log = out.parent / f"{out.name}-{pause.replace(':', '_')}.log"
-    process = start_train(data, out, workers, resume=resume, pause=pause, log=log, extra=extra)
+    process = start_train(data, out, workers, resume=resume, pause=pause, log=log, extra=extra, threads=threads)
     try:
         wait_for(process, log, f"paused at {pause}")
     finally:
@@ -257,22 +257,16 @@ def test_each_optimizer_and_schedule_resumes_exactly_after_a_kill(tiny_data, tmp
 
 @pytest.mark.slow
 @pytest.mark.skipif(usable_cores() < 2, reason="needs two cores to choose between one thread and two")
-def test_a_resumed_run_keeps_the_thread_count_it_chose_though_the_machine_now_suggests_another(tiny_data, tmp_path):
+def test_a_resumed_run_keeps_the_thread_count_it_chose_though_the_machine_now_suggests_another(
+        tiny_data, tmp_path, monkeypatch, capsys):
     """Started on the default thread count (two here), killed, resumed where the default would be one: the
     resumed process keeps the run's two (as they change CPU sums' last bits) and ends where an unbroken run ends."""
     reference, out = tmp_path / "reference", tmp_path / "run"
-    done = subprocess.run(train_command(tiny_data, reference, 2, False), cwd=PROJECT, env=train_env(threads=2),
-                          capture_output=True, text=True, timeout=HANG_S)
-    assert done.returncode == 0, done.stderr[-2000:]
-    log = tmp_path / "killed.log"
-    process = start_train(tiny_data, out, 2, resume=False, pause="step:2:1", log=log, threads=2)
-    try:
-        wait_for(process, log, "paused at step:2:1")
-    finally:
-        process.kill()
-        process.wait()
-    resumed = subprocess.run(train_command(tiny_data, out, 2, "auto"), cwd=PROJECT, env=train_env(threads=1),
-                             capture_output=True, text=True, timeout=HANG_S)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "torch threads: 2" in resumed.stdout + resumed.stderr
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the default's choice on an idle two-core machine
+    _train(tiny_data, reference, 2)
+    _kill_at(tiny_data, out, 2, "step:2:1", resume=False, threads=2)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # and on a busy one
+    capsys.readouterr()
+    _train(tiny_data, out, 2, resume="auto")
+    assert "torch threads: 2" in capsys.readouterr().out
     assert_same_run(load_cpu(out / "last.pt"), load_cpu(reference / "last.pt"))
