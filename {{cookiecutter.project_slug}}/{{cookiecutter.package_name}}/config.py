@@ -58,7 +58,8 @@ def default_threads() -> int:
     else this rank's share of the cores idle now, at least 1. Takes a tenth of a second: called once, at start-up.
 
     A second thread makes an epoch faster on an idle machine but several times slower on a busy one, where
-    torch's threads wait on each other for a core (benchmarks/README.md, "torch threads").
+    torch's threads wait on each other for a core (benchmarks/README.md, "Wall time against torchvision's
+    reference script, and the thread default").
     """
     cores = usable_cores()
     if os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
