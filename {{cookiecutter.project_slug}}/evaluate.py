@@ -50,6 +50,7 @@ def get_args_parser() -> argparse.ArgumentParser:
                    help="PNG of the most confident wrong predictions (default: mistakes_<split>.png beside it)")
     p.add_argument("--mistakes-count", type=int, default=16, metavar="N",
                    help=f"images in that grid (default: 16, at most {MAX_MISTAKES})")
+    cli.add_allow_import(p)
     p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
     return p
 
@@ -82,8 +83,11 @@ def run(args: argparse.Namespace) -> int:
     if args.mistakes_count > MAX_MISTAKES:  # each is an image kept on the device and a panel of one figure
         raise ConfigError(f"--mistakes-count must be at most {MAX_MISTAKES}, got {args.mistakes_count}")
     device = config.configure_device(args.device)
-    state = run_state.read(args.checkpoint)
+    trusted = config.trusted_imports(*args.allow_import)
+    state = run_state.read(args.checkpoint, trusted=trusted)
     trained = state["config"]
+    if args.data is None:  # the run's own data, as its checkpoint names it, is what will be opened
+        config.check_imports(trained, trusted, f"{args.checkpoint}: config", keys=("data",))
     class_names = list(state["class_names"])
     model = run_state.model_from_state(state, device, args.checkpoint)
     # Measured as training measured it: the same loss, precision, memory format and batches.
@@ -122,31 +126,34 @@ def run(args: argparse.Namespace) -> int:
     matrix = metrics.new_confusion(len(class_names), device)
     mistakes = metrics.ConfidentMistakes(args.mistakes_count)
     stats = loop.evaluate(model, loss_fn, loader, hw, progress=False, confusion=matrix, on_batch=mistakes)
+    # The figures first, then the report: a reader that stops early (| head) still gets both files
+    images, targets, predictions, probabilities = mistakes.result()
+    grid = mistakes_figure(images, targets, predictions, probabilities, class_names, mean=prep.mean, std=prep.std)
+    written = [save_png(confusion_figure(matrix, class_names), args.out or default_png(args.checkpoint, args.split),
+                        "confusion matrix", "--out"),
+               save_png(grid, args.mistakes or default_png(args.checkpoint, args.split, "mistakes"),
+                        f"most confident mistakes ({len(targets)})", "--mistakes")]
     skipped = f", {len(unreadable)} unreadable skipped" if unreadable else ""
     print(f"{args.split}: accuracy {stats.acc:.6f}  loss {stats.loss:.6f}  "
           f"({stats.images} images, {len(class_names)} classes, device {device}{skipped})")
     print(metrics.format_report(metrics.class_report(matrix), class_names))
-    save_png(confusion_figure(matrix, class_names), args.out or default_png(args.checkpoint, args.split),
-             "confusion matrix", "--out")
-    images, targets, predictions, probabilities = mistakes.result()
-    grid = mistakes_figure(images, targets, predictions, probabilities, class_names, mean=prep.mean, std=prep.std)
-    save_png(grid, args.mistakes or default_png(args.checkpoint, args.split, "mistakes"),
-             f"most confident mistakes ({len(targets)})", "--mistakes")
+    for line in filter(None, written):
+        print(line)
     return 0
 
 
-def save_png(figure, path: Path | str, what: str, flag: str) -> None:
-    """Write a figure and say where; where it cannot be written (a read-only folder, a full disk), say so.
-
-    The measurement is already printed: a plot that cannot be saved is a note, not a failure.
+def save_png(figure, path: Path | str, what: str, flag: str) -> str | None:
+    """Write a figure and return the line that says where; where it cannot be written (a read-only folder, a full
+    disk), say so on stderr and return None. A plot that cannot be saved is a note, not a failure.
     """
     from {{ cookiecutter.package_name }}.plots import save_figure
 
     try:
-        print(f"{what}: {save_figure(figure, path)}")
+        return f"{what}: {save_figure(figure, path)}"
     except OSError as error:
         print(f"note: {what} not written: cannot write {path} ({error.strerror or error}); "
               f"choose another place with {flag}", file=sys.stderr)
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from {{ cookiecutter.package_name }} import cli, model_files
+from {{ cookiecutter.package_name }} import cli, config, model_files
 from {{ cookiecutter.package_name }}.devkit import checkpoint
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import run_state
@@ -38,6 +38,7 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--static-batch", action="store_true", help="fix the batch dimension to --batch-size")
     p.add_argument("--tolerance", type=float, default=1e-3,
                    help="largest probability difference accepted in the check (default: %(default)s)")
+    cli.add_allow_import(p)
     p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
     return p
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--tolerance must be a finite number of at least 0, got {args.tolerance}")
     device = torch.device("cpu")  # a graph traced on a GPU would name that GPU; the CPU's is portable
     check_out(Path(args.out))  # before the export's minutes of work
-    state = run_state.read(args.checkpoint)
+    state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
     size = metadata.image_size

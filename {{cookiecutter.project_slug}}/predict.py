@@ -49,6 +49,7 @@ def get_args_parser() -> argparse.ArgumentParser:
                    help="DataLoader worker processes (default: the cores this process may use, less one: "
                         "%(default)s here)")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    cli.add_allow_import(p)
     p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
     return p
 
@@ -119,7 +120,7 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> model_file
         # auto may pick a GPU that the installed onnxruntime cannot use: then the CPU runs it, with a note
         explicit = not config.device_spec(args.device).strip().lower().startswith("auto")
         return model_files.load(args.checkpoint, device, explicit=explicit)
-    state = run_state.read(args.checkpoint)
+    state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
     return model_files.TorchPredictor(half_copy(model) if args.half else model, metadata, device)

@@ -84,7 +84,11 @@ def settle_resumed(settled: settings.Settled) -> tuple[settings.Settled, list[st
     source = run_folder.resume_source(settled.cfg.out, settled.cfg.resume)
     if source is None or (distributed.rank() != 0 and not checkpoint_file(source).is_file()):
         return settled, []  # not here (a node-local disk): settled again once rank 0 has sent its copy
-    state = run_state.read(source)
+    cfg = settled.cfg  # its import paths were typed, or came from a --config file that passed this same check
+    trusted = config.trusted_imports(cfg.backbone, cfg.data, *cfg.allow_import)
+    state = run_state.read(source, trusted=trusted)
+    if "data" not in settled.explicit:  # the run goes on reading the data its checkpoint names
+        config.check_imports(state["config"], trusted, f"{source}: config", keys=("data",))
     return settings.resumed(settled, state["config"], source, state["image_size"])
 
 
@@ -196,8 +200,8 @@ def train_in(run: Run, out: Path, device: torch.device, plan: run_folder.Plan) -
         run.resume(plan.resume)
         for note in run.resume_notes:
             distributed.print_main(note)
+    epochs.open_logger(run, out)  # before the first checkpoint: a tracker that cannot start leaves no last.pt
     prepare_out(run, out, device, plan)
-    epochs.open_logger(run, out)
     with run.stop.installed():
         try:
             epochs.train_epochs(run, out)

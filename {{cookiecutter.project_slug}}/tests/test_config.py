@@ -30,6 +30,8 @@ def test_generation_default_applies_last(monkeypatch):
 
 
 def test_train_config_is_plain_data():
-    """The training config serialises to plain values (JSON and weights_only checkpoints)."""
+    """The training config serialises to plain values (JSON and weights_only checkpoints): scalars, lists of them."""
+    plain = (str, int, float, bool, type(None))
     values = config.TrainConfig().to_dict()
-    assert all(isinstance(v, (str, int, float, bool, type(None))) for v in values.values())
+    assert all(isinstance(v, plain) or (isinstance(v, list) and all(isinstance(i, plain) for i in v))
+               for v in values.values())

@@ -186,14 +186,15 @@ def test_own_module_trains_resumes_exactly_evaluates_predicts_and_exports(own_mo
     assert_same_run(state, load_cpu(whole / "last.pt"))  # exact resume: weights, optimizer, RNG states
     row = read_metrics(split / "metrics.csv")[-1]
 
-    assert evaluate.main([str(split / "last.pt"), "--device", "cpu"]) == 0
+    allow = ["--allow-import", "my_models:TinyNet"]  # the checkpoint names it; a file alone never imports code
+    assert evaluate.main([str(split / "last.pt"), "--device", "cpu", *allow]) == 0
     assert f"accuracy {row['val_acc']:.6f}" in capsys.readouterr().out
     image = next((tiny_data / "val").rglob("*.png"))
-    assert predict.main([str(split / "last.pt"), str(image), "--device", "cpu", "--json"]) == 0
+    assert predict.main([str(split / "last.pt"), str(image), "--device", "cpu", "--json", *allow]) == 0
     from_checkpoint = json.loads(capsys.readouterr().out)[0]
     pytest.importorskip("onnxruntime", reason="needs the export extra: pip install -e '.[export]'")
     for fmt in ("onnx", "pt2"):
-        assert export.main([str(split / "last.pt"), "--format", fmt, "--out", str(tmp_path / f"m.{fmt}")]) == 0
+        assert export.main([str(split / "last.pt"), "--format", fmt, "--out", str(tmp_path / f"m.{fmt}"), *allow]) == 0
         capsys.readouterr()
         assert predict.main([str(tmp_path / f"m.{fmt}"), str(image), "--device", "cpu", "--json"]) == 0
         exported = json.loads(capsys.readouterr().out)[0]

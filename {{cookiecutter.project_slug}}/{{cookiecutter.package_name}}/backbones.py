@@ -133,36 +133,64 @@ class ImportedBackbone(Backbone):
 
     def build(self, *, device: torch.device, image_size: int | None = None,
               state: dict[str, torch.Tensor] | None = None) -> tuple[nn.Module, int]:
-        """Call the factory with its tensors born on `device`, check them, and find the feature width."""
+        """Call the factory with its tensors born on `device`, check them, and measure the feature width.
+
+        Built as for training, on the run's device, whatever the caller: a checkpoint's own module is never
+        pre-built on meta (its __init__ may read values, or its factory hand out one shared instance).
+        """
         if state is not None:
             raise BackboneError(f"{self.name} has no torchvision weights; its own code loads any it starts from")
-        with building_on(device):
-            backbone = self.factory()
+        try:
+            with building_on(device):
+                backbone = self.factory()
+        except (Exception, SystemExit) as error:  # the user's code: a missing argument, its own checks
+            raise BackboneError(f"--backbone {self.name}: calling it with no arguments failed "
+                                f"({type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]})") from None
         if not isinstance(backbone, nn.Module):
             raise BackboneError(f"--backbone {self.name} returned a {type(backbone).__name__}, not an nn.Module")
-        if device.type == "meta":
-            backbone = backbone.to(device)  # tensors made from data (torch.tensor) have values on the CPU
-        for name, tensor in [*backbone.named_parameters(), *backbone.named_buffers()]:
-            if tensor.device.type != device.type or (device.index is not None and tensor.device != device):
-                raise BackboneError(f"--backbone {self.name}: {name} was created on {tensor.device}, not {device}; "
-                                    "create tensors without device= so they are born where the run builds the model")
+        if device.type == "meta":  # asked for on meta (the device suite): tensors made from data are on the CPU
+            backbone = backbone.to(device)
+        check_own_tensors(backbone, device, self.name)
         return backbone, feature_width(backbone, device, image_size or 224, self.name)
 
 
+def check_own_tensors(backbone: nn.Module, device: torch.device, name: str) -> None:
+    """Your module's tensors: born on `device`, float32, and all registered (what checkpoints save, .to() moves)."""
+    for key, tensor in [*backbone.named_parameters(), *backbone.named_buffers()]:
+        if tensor.device.type != device.type or (device.index is not None and tensor.device != device):
+            raise BackboneError(f"--backbone {name}: {key} was created on {tensor.device}, not {device}; "
+                                "create tensors without device= so they are born where the run builds the model")
+        if tensor.is_floating_point() and tensor.dtype != torch.float32:
+            raise BackboneError(f"--backbone {name}: {key} is {tensor.dtype}; build it in float32 (--precision "
+                                "chooses what the run computes in)")
+    for path, module in backbone.named_modules():
+        plain = next((attribute for attribute, value in vars(module).items() if isinstance(value, torch.Tensor)), None)
+        if plain is not None:  # neither saved in checkpoints nor moved by .to(): a second answer after every load
+            where = f"{path}.{plain}" if path else plain
+            raise BackboneError(f"--backbone {name}: {where} is a plain tensor attribute; checkpoints and exports "
+                                "do not hold it: make it an nn.Parameter or register_buffer() it")
+
+
 def feature_width(backbone: nn.Module, device: torch.device, size: int, name: str) -> int:
-    """F: the module's `num_features` / `out_features` if it says, else one no-grad forward's (1, F) output."""
-    for attribute in ("num_features", "out_features"):
-        width = getattr(backbone, attribute, None)
-        if isinstance(width, int) and not isinstance(width, bool) and width > 0:
-            return width
+    """F: one no-grad forward's (1, F) output, which the module's `num_features` / `out_features`, if it says, must
+    equal (timm's convention; a wrong one would fail in the first step, after the run folder was written)."""
     was_training = backbone.training
     with torch.no_grad():  # eval mode: BatchNorm statistics and dropout untouched
-        features = backbone.eval()(torch.zeros(1, 3, size, size, device=device))
+        try:
+            features = backbone.eval()(torch.zeros(1, 3, size, size, device=device))
+        except Exception as error:  # the user's forward: a shape it cannot take, its own asserts
+            raise BackboneError(f"--backbone {name}: a forward pass of one {size} px image failed "
+                                f"({type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]})") from None
     backbone.train(was_training)
-    if not isinstance(features, torch.Tensor) or features.dim() != 2:
+    if not isinstance(features, torch.Tensor) or features.dim() != 2 or features.shape[1] < 1:
         shape = tuple(features.shape) if isinstance(features, torch.Tensor) else type(features).__name__
-        raise BackboneError(f"--backbone {name} must map (B, 3, H, W) images to (B, F) features, "
+        raise BackboneError(f"--backbone {name} must map (B, 3, H, W) images to (B, F) features, F >= 1, "
                             f"but gave {shape} for one {size} px image (end it with pooling and flatten)")
+    for attribute in ("num_features", "out_features"):
+        declared = getattr(backbone, attribute, None)
+        if declared is not None and declared != features.shape[1]:
+            raise BackboneError(f"--backbone {name}: its {attribute} is {declared!r}, but it gives "
+                                f"{features.shape[1]} features per image")
     return int(features.shape[1])
 
 

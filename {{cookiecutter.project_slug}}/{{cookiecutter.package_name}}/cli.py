@@ -5,6 +5,8 @@ Exit codes: 0 done, 1 failure, 2 bad input (any errors.UserError, a DeviceError 
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -36,11 +38,24 @@ def _escape_unprintable(stream) -> None:
         stream.reconfigure(errors="backslashreplace")
 
 
+def add_allow_import(parser: argparse.ArgumentParser) -> None:
+    """--allow-import PATH: an import path a checkpoint may name as its backbone or data (config.check_imports)."""
+    parser.add_argument("--allow-import", action="append", default=[], metavar="PATH",
+                        help="let the checkpoint name this import path (package.module:Name) as its backbone or "
+                             "data: files never choose code to run otherwise (repeatable; config.TRUSTED_IMPORTS "
+                             "lists your project's own)")
+
+
 def run_cli(command: Callable[[], int], *, verbose: bool = False) -> int:
     """Run `command`, mapping user errors to exit 2 and unexpected failures to exit 1."""
     _escape_unprintable(sys.stdout)
     try:
-        return command()
+        code = command()
+        sys.stdout.flush()  # a reader that went away (| head) is found here, inside the handlers below
+        return code
+    except BrokenPipeError:  # the reader took what it wanted and left: nothing failed
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so exit's own flush is quiet too
+        return EXIT_OK
     except USER_ERRORS as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
         return EXIT_BAD_INPUT

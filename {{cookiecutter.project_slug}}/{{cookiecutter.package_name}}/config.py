@@ -9,17 +9,27 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import time
+from collections.abc import Mapping
 
 import torch
 
 from .devkit import resolve_device
+from .errors import ConfigError
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 DEFAULT_DEVICE = "{{ cookiecutter.default_device }}"  # chosen when the project was generated
 DEVICE_ENV_VAR = f"{PACKAGE.upper()}_DEVICE"
 
 DEVICE: torch.device | None = None  # None until configure_device() runs
+
+# Import paths (`package.module:Name`) that checkpoints and config.json files may name without --allow-import:
+# list your own backbone or dataset here once, and resume, evaluate and predict need no flag for it.
+TRUSTED_IMPORTS: tuple[str, ...] = ()
+# The settings whose value may be an import path, and when it is one (the same tests backbones.py and
+# data/folders.py apply before importing)
+_IMPORTS_IN = {"backbone": re.compile(r":"), "data": re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")}
 
 
 def device_spec(cli_value: str | None = None) -> str:
@@ -34,6 +44,25 @@ def configure_device(cli_value: str | None = None) -> torch.device:
     global DEVICE
     DEVICE = resolve_device(device_spec(cli_value))
     return DEVICE
+
+
+def trusted_imports(*named: str | None) -> frozenset[str]:
+    """The import paths files may name in this process: those the user `named` (flags) and TRUSTED_IMPORTS."""
+    return frozenset(name for name in named if name) | frozenset(TRUSTED_IMPORTS)
+
+
+def check_imports(values: Mapping, trusted: frozenset[str], source: str,
+                  keys: tuple[str, ...] = ("backbone", "data")) -> None:
+    """Refuse a file's import path the user did not name: what a file says never decides what code runs.
+
+    Checkpoints and config.json files come from elsewhere; an import path in them (under `keys`, the ones
+    the caller would use) would run its module's code on load. ConfigError, one line, before any import.
+    """
+    for key in keys:
+        pattern, value = _IMPORTS_IN[key], values.get(key)
+        if isinstance(value, str) and pattern.search(value) and value not in trusted:
+            raise ConfigError(f"{source}: {key} names the import path {value!r}; code a file names runs only if "
+                              f"you name it too: add --allow-import {value} if you trust that module")
 
 
 def usable_cores() -> int:
@@ -62,7 +91,7 @@ def default_threads() -> int:
     reference script, and the thread default").
     """
     cores = usable_cores()
-    if os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+    if os.environ.get("OMP_NUM_THREADS", "").strip().isdecimal():  # not isdigit(): int() refuses "²"
         return min(max(1, int(os.environ["OMP_NUM_THREADS"])), cores)
     idle = idle_fraction()
     if idle is None:  # no measure of the machine's load: the choice that is never slow
@@ -142,6 +171,8 @@ class TrainConfig:
     mixup: float = 0.0  # MixUp alpha (torchvision.transforms.v2.MixUp); 0: off
     cutmix: float = 0.0  # CutMix alpha (torchvision.transforms.v2.CutMix); 0: off
     init_from: str | None = None  # a checkpoint whose weights start this run; a fresh head if the classes differ
+    # Import paths a checkpoint or --config file may name (check_imports); this process's own, never a file's
+    allow_import: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         """Plain values only, so it fits in JSON and in a weights_only checkpoint."""

@@ -5,7 +5,9 @@ config.json holds every TrainConfig field plus a record of the run: `resolved_de
 force) and `environment` (library versions, the command line), and `image_size` as
 resolved, which replays as an explicit size. The record is read past; a replay chooses its own
 place: `out` and `resume` (where the run was written, what it continued from) are not taken
-from the file, so a replay never writes into, or continues, the run it copies.
+from the file, so a replay never writes into, or continues, the run it copies. Nor is `allow_import`:
+a file cannot vouch for itself. An import path in `backbone` or `data` is refused unless the command
+line names it too (config.check_imports): a downloaded config.json never chooses code to run.
 
 Every other key must be a TrainConfig field holding a value of the field's type (and one of the
 flag's choices, where the flag has some); anything else is a ConfigError (one line, exit 2).
@@ -21,13 +23,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import TrainConfig
+from .config import TrainConfig, check_imports
 from .errors import ConfigError
 
 # written by train.py as a record of the run, not settings
 RECORD_KEYS = frozenset({"resolved_device", "device_identity", "class_names", "preprocessing", "environment",
                          "machine", "split"})
-PLACE_KEYS = frozenset({"out", "resume"})  # where a run wrote and what it continued: each replay picks its own
+# where a run wrote, what it continued, which code it was allowed to import: each replay's own command line says
+PLACE_KEYS = frozenset({"out", "resume", "allow_import"})
 MAX_BYTES = 1 << 20  # a config.json is a few KB; a bigger file is not one
 MAX_DEPTH = 8  # settings are scalars or short lists, the record a few levels more: deeper is no config.json
 UNIONS = (typing.Union, types.UnionType)  # `Optional[X]` and `X | None`
@@ -68,8 +71,12 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
-    """The TrainConfig values a config.json sets (record and place keys dropped), each checked against its field."""
+def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | None = None, *,
+                     trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The TrainConfig values a config.json sets (record and place keys dropped), each checked against its field.
+
+    An import path the file names must be in `trusted` (the command line's own): else ConfigError.
+    """
     try:
         if Path(path).stat().st_size > MAX_BYTES:
             raise ConfigError(f"--config {path}: {Path(path).stat().st_size} bytes; a run's config.json is a few KB "
@@ -100,4 +107,5 @@ def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | No
             expected = f"one of {', '.join(map(str, allowed))}" if allowed else _type_name(hints[key])
             raise ConfigError(f"--config {path}: bad value for {key}: {json.dumps(value)} (expected {expected})")
         settings[key] = float(value) if hints[key] is float else value
+    check_imports(settings, trusted, f"--config {path}")
     return settings

@@ -25,6 +25,7 @@ from torch import nn
 from .data.transforms import Preprocessing
 from .devkit import checkpoint
 from .errors import ConfigError, MissingDependencyError, UserError
+from .pt2_check import check_pt2
 
 FORMATS = ("onnx", "pt2")
 SUFFIXES = {".onnx": "onnx", ".pt2": "pt2"}
@@ -52,7 +53,7 @@ class Metadata:
 
     def preprocessing(self) -> Preprocessing:
         """The transforms' settings: the same resize, crop and normalisation as training's evaluation."""
-        return Preprocessing(self.image_size, self.resize_size, tuple(self.mean), tuple(self.std))
+        return Preprocessing(self.image_size, self.resize_size, tuple(self.mean), tuple(self.std))  # TypeError: bad
 
     def to_strings(self) -> dict[str, str]:
         """Each field as a JSON string (ONNX metadata_props are string pairs)."""
@@ -60,12 +61,25 @@ class Metadata:
 
     @classmethod
     def from_strings(cls, values: dict[str, str], source: str) -> Metadata:
-        """Parse what to_strings wrote; refuse a file that lacks it."""
+        """Parse what to_strings wrote; refuse a file that lacks it, or whose values cannot be right."""
         names = [field.name for field in dataclasses.fields(cls)]
         try:
-            return cls(**{name: json.loads(values[name]) for name in names if name in values})
-        except (TypeError, ValueError) as error:
+            metadata = cls(**{name: json.loads(values[name]) for name in names if name in values})
+            problem = metadata.problem()
+        except (TypeError, ValueError, RecursionError) as error:
             raise ExportError(f"{source} lacks the metadata this project's export.py writes ({error})") from None
+        if problem:
+            raise ExportError(f"{source}: metadata {problem}")
+        return metadata
+
+    def problem(self) -> str | None:
+        """What a file from elsewhere may get wrong: the class names, the sizes, the normalisation; else None."""
+        names = self.class_names
+        if not isinstance(names, list) or not names or not all(isinstance(name, str) and name for name in names):
+            return f"class_names is {str(names)[:80]}; expected a list of class names"
+        if len(set(names)) != len(names):
+            return "class_names names a class twice"
+        return self.preprocessing().problem()
 
 
 def format_of(path: str | os.PathLike) -> str | None:
@@ -151,6 +165,7 @@ class OnnxPredictor(Predictor):
 
     def __init__(self, model_bytes: bytes, device: torch.device, source: str, *, explicit: bool = True):
         ort = _require("onnxruntime", "an .onnx model")
+        _refuse_external_data(model_bytes, source)
         providers, self.note = _providers(ort, device, explicit)
         self.session = ort.InferenceSession(model_bytes, providers=providers)
         meta = self.session.get_modelmeta().custom_metadata_map
@@ -160,6 +175,27 @@ class OnnxPredictor(Predictor):
     def predict_logits(self, images: torch.Tensor) -> torch.Tensor:
         (logits,) = self.session.run(None, {self.input_name: images.float().contiguous().numpy()})
         return torch.from_numpy(logits)  # (B, C)
+
+
+def _refuse_external_data(model_bytes: bytes, source: str) -> None:
+    """An .onnx file whose weights name other files (external data) would read whatever paths it names: refused."""
+    onnx = _require("onnx", "an .onnx model")
+    try:
+        proto = onnx.load_model_from_string(model_bytes)
+    except Exception as error:  # protobuf's DecodeError and kin: junk or a truncated file
+        raise ExportError(f"{source} is not a readable .onnx model ({type(error).__name__})") from None
+    graphs = [proto.graph]
+    while graphs:  # subgraphs (If, Loop) hold initializers too
+        graph = graphs.pop()
+        tensors = list(graph.initializer)
+        for node in graph.node:
+            for attribute in node.attribute:
+                tensors.extend([attribute.t, *attribute.tensors])
+                graphs.extend([attribute.g, *attribute.graphs] if attribute.HasField("g") else attribute.graphs)
+        named = next((tensor.name for tensor in tensors if tensor.data_location == onnx.TensorProto.EXTERNAL), None)
+        if named is not None:
+            raise ExportError(f"{source}: tensor {named!r} is stored in another file (external data); refused: "
+                              "this project exports self-contained models")
 
 
 def _providers(ort, device: torch.device, explicit: bool = True) -> tuple[list, str | None]:
@@ -195,12 +231,18 @@ def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: st
             raise ExportError(f"{source} is not a readable .onnx model ({reason})") from None
     if not zipfile.is_zipfile(io.BytesIO(data)):  # checked first: torch.export.load logs a traceback on junk
         raise ExportError(f"{source} is not a readable .pt2 file (not a zip archive)")
+    check_pt2(data, source)  # torch.export.load trusts its input: pickles, compiled code, eval'd expressions
     extra = {METADATA_FILE: ""}
     try:
         program = torch.export.load(io.BytesIO(data), extra_files=extra)
     except Exception as error:  # a truncated or foreign archive: torch raises several kinds
         raise ExportError(f"{source} is not a readable .pt2 file ({type(error).__name__}: {error})") from None
-    values = json.loads(extra[METADATA_FILE] or "{}")
+    try:
+        values = json.loads(extra[METADATA_FILE] or "{}")
+    except (ValueError, RecursionError):
+        values = None
+    if not isinstance(values, dict):
+        raise ExportError(f"{source} lacks the metadata this project's export.py writes ({METADATA_FILE})")
     metadata = Metadata.from_strings({key: json.dumps(value) for key, value in values.items()}, source)
     return TorchPredictor(program.module().to(device), metadata, device)
 
@@ -212,4 +254,19 @@ def load(path: str | os.PathLike, device: torch.device, *, explicit: bool = True
         raise ExportError(f"{path} is not an exported model (.onnx or .pt2)")
     if not Path(path).is_file():
         raise ExportError(f"{path} does not exist")
-    return predictor_from_bytes(Path(path).read_bytes(), fmt, device, str(path), explicit=explicit)
+    predictor = predictor_from_bytes(Path(path).read_bytes(), fmt, device, str(path), explicit=explicit)
+    check_outputs(predictor, str(path))
+    return predictor
+
+
+def check_outputs(predictor: Predictor, source: str) -> None:
+    """One logit per class name, checked on one blank image before any of the user's images is read."""
+    size, count = predictor.metadata.image_size, len(predictor.metadata.class_names)
+    try:
+        logits = predictor.predict_logits(torch.zeros(1, 3, size, size))
+    except Exception as error:  # onnxruntime's and torch's own errors for an input the model cannot take
+        raise ExportError(f"{source} cannot classify a {size} px image as its metadata says "
+                          f"({type(error).__name__})") from None
+    if tuple(logits.shape) != (1, count):
+        raise ExportError(f"{source} gives logits of shape {tuple(logits.shape)} for one image, but its metadata "
+                          f"names {count} classes")

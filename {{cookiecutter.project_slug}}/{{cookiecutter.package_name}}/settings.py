@@ -37,7 +37,7 @@ MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch w
 MAY_CHANGE_ON_RESUME = frozenset({
     "epochs", "workers", "device", "logger", "save_every_minutes", "max_bad_fraction", "data", "out", "resume",
     "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
-    "threads", "decode",
+    "threads", "decode", "allow_import",
 })
 
 
@@ -92,6 +92,9 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
                    help="start from ImageNet weights (needs a download or a cached file)" + _default("pretrained"))
     g.add_argument("--init-from", metavar="CKPT",
                    help="start from this checkpoint's weights (a fresh head if its classes differ)")
+    g.add_argument("--allow-import", action="append", metavar="PATH", help="let a checkpoint or --config file "
+                   "name this import path (package.module:Name) as its backbone or data; files never choose code "
+                   "to run otherwise (repeatable; config.TRUSTED_IMPORTS lists your project's own)")
 
 
 def _optimisation_flags(p: argparse.ArgumentParser) -> None:
@@ -253,7 +256,8 @@ def resumed(settled: Settled, saved: dict, source: str,
                               f"out to resume, or start a new run from its weights with --init-from {source}")
         notes.append(f"resume: {flag} {typed} (the run had {was})")
     # How and where this process runs is its own: the device spec, the run folder and what to continue from.
-    keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite", "resplit")}
+    keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite", "resplit",
+                                                          "allow_import")}
     chosen = {**own, **{name: getattr(settled.cfg, name) for name in settled.explicit & fields}, **keep}
     if "threads" not in settled.explicit and not 1 <= (chosen.get("threads") or 1) <= usable_cores():
         notes.append(f"resume: the default thread count, the run's {chosen['threads']} being more than this "
@@ -268,7 +272,8 @@ def settle(argv: list[str] | None = None) -> Settled:
     """Flags, a --config file and the generated defaults, as one checked TrainConfig (ConfigError if bad)."""
     given = vars(get_args_parser().parse_args(argv))
     switches = {name: given.pop(name, False) for name in ("verbose", "debug_devices")}
-    from_file = read_config_file(given.pop("config"), CHOICES) if "config" in given else {}
+    trusted = config.trusted_imports(given.get("backbone"), given.get("data"), *given.get("allow_import", []))
+    from_file = read_config_file(given.pop("config"), CHOICES, trusted=trusted) if "config" in given else {}
     chosen = {**from_file, **given}
     chosen["device"] = config.device_spec(chosen.get("device"))  # the flag, else the environment, else the default
     cfg = dataclasses.replace(config.TrainConfig(), **{**optimizer_defaults(chosen), **chosen})

@@ -41,8 +41,9 @@ def train_resume_evaluate_predict(data: str, out, tmp_path, capsys, *extra) -> N
     assert train.main(["--data", data, "--out", str(out), "--epochs", "1", *BASE, *extra]) == 0
     assert train.main(["--data", data, "--out", str(out), "--epochs", "2", "--resume", str(out), *BASE, *extra]) == 0
     capsys.readouterr()
+    allow = ["--allow-import", data] if ":" in data else []  # the checkpoint names the user's own dataset
     assert evaluate.main([str(out / "best.pt"), "--device", "cpu", "--out", str(tmp_path / "c.png"),
-                          "--mistakes", str(tmp_path / "m.png")]) == 0
+                          "--mistakes", str(tmp_path / "m.png"), *allow]) == 0
     result = capsys.readouterr().out
     assert "val: accuracy" in result
     classes = json.loads((out / "config.json").read_text())["class_names"]

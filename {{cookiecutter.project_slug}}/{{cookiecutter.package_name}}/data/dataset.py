@@ -16,6 +16,7 @@ Class folders (data/listing.py) and labels files (data/labels_csv.py) are both `
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
@@ -70,20 +71,79 @@ class Subset:
         return self.dataset[self.indices[index]]
 
 
-def check_dataset(dataset, name: str) -> None:
-    """Refuse (DataError) a dataset that does not implement ImageDataset, or whose targets do not fit its classes."""
+class Checked:
+    """Your dataset as the pipeline reads it: `classes` as a list of names, `targets` as Python ints.
+
+    torchvision's own datasets keep targets in a tensor (MNIST) and some keep numbers as classes; the
+    split, the class weights and the checkpoint all need plain values, so they are converted once, here.
+    Items are still read from your dataset; one whose target disagrees with `targets` is a DataError.
+    """
+
+    def __init__(self, dataset: ImageDataset, classes: list[str], targets: list[int], name: str):
+        self.dataset, self.classes, self.targets, self.name = dataset, classes, targets, name
+        for attribute in ("paths", "root"):
+            if hasattr(dataset, attribute):
+                setattr(self, attribute, getattr(dataset, attribute))
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, index: int):
+        try:
+            item, target = self.dataset[index]
+        except IndexError:
+            raise DataError(f"{self.name}: dataset[{index}] raised IndexError, but its targets count "
+                            f"{len(self.targets)} images") from None
+        if _plain_int(target) != self.targets[index]:
+            raise DataError(f"{self.name}: dataset[{index}] gives target {target!r}, but targets[{index}] is "
+                            f"{self.targets[index]}")
+        return item, self.targets[index]
+
+
+def _plain_int(value) -> int | None:
+    """A whole-number target as an int (Python, NumPy or a 0-dim tensor); None for anything else."""
+    if isinstance(value, bool) or isinstance(value, float):
+        return None
+    try:
+        return operator.index(value.item() if hasattr(value, "item") and not isinstance(value, int) else value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def _class_names(classes, name: str) -> list[str]:
+    """classes as distinct names: strings kept, whole numbers written out; a set (no order) refused."""
+    if isinstance(classes, (set, frozenset, dict)) or not isinstance(classes, Sequence):
+        raise DataError(f"{name}: classes is a {type(classes).__name__}; give a list (its order numbers the "
+                        "targets)")
+    names = [str(c) if isinstance(c, str) or _plain_int(c) is not None else None for c in classes]
+    odd = next((c for c, named in zip(classes, names) if named is None or not named.strip()), None)
+    if odd is not None or not names:
+        raise DataError(f"{name}: classes holds {odd!r}; expected class names (strings)")
+    if len(set(names)) != len(names):
+        raise DataError(f"{name}: class names repeat: {names}")
+    return names
+
+
+def check_dataset(dataset, name: str) -> Checked:
+    """Your dataset with classes and targets checked and made plain (Checked); DataError, naming what is wrong,
+    for a dataset that does not implement ImageDataset or whose targets do not fit its classes."""
     if not isinstance(dataset, ImageDataset):
         raise DataError(f"{name}: a dataset needs classes, targets, __len__ and __getitem__ "
                         "(data/dataset.py ImageDataset)")
-    if len(dataset.targets) != len(dataset):
-        raise DataError(f"{name}: {len(dataset.targets)} targets for {len(dataset)} images")
-    if len(set(dataset.classes)) != len(dataset.classes):
-        raise DataError(f"{name}: class names repeat: {list(dataset.classes)}")
-    if any(not 0 <= target < len(dataset.classes) for target in dataset.targets):
-        raise DataError(f"{name}: a target is not an index into its {len(dataset.classes)} classes")
-    item = dataset[0][0] if len(dataset) else None
+    classes = _class_names(dataset.classes, name)
+    raw = dataset.targets.tolist() if hasattr(dataset.targets, "tolist") else list(dataset.targets)
+    targets = [_plain_int(target) for target in raw]
+    if len(targets) != len(dataset):
+        raise DataError(f"{name}: {len(targets)} targets for {len(dataset)} images")
+    bad = next((index for index, target in enumerate(targets) if target is None or not 0 <= target < len(classes)),
+               None)
+    if bad is not None:
+        raise DataError(f"{name}: targets[{bad}] is {raw[bad]!r}, not a class index (0..{len(classes) - 1})")
+    checked = Checked(dataset, classes, targets, name)
+    item = checked[0][0] if len(checked) else None
     if item is not None and not isinstance(item, (str, os.PathLike, Image.Image)):
         raise DataError(f"{name}: dataset[0] gives a {type(item).__name__}; give a file path or a PIL image")
+    return checked
 
 
 class Decoded(Dataset):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,11 +40,38 @@ from .images import DECODE_ERRORS, as_rgb, check_size, load_rgb
 from .transforms import Preprocessing, augmentation
 
 DECODES = ("auto", "cpu", "device")
-JPEG_START, JPEG_END = b"\xff\xd8\xff", b"\xff\xd9"
+JPEG_START = b"\xff\xd8\xff"
 JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")
 _TORCHVISION = tuple(int(part) for part in torchvision.__version__.split(".")[:2])  # (0, 19)
 DEVICE_MODES = ("RGB", "L")  # JPEG colour modes decode_jpeg(mode=RGB) decodes on CUDA too (not CMYK)
 _ORIENTATION = 0x0112  # the EXIF tag; values 5-8 turn the image a quarter, swapping its height and width
+# In entropy-coded data a 0xFF byte is a marker unless followed by 0x00 (a stuffed byte), a restart marker or fill
+_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+
+
+def jpeg_length(data: bytes) -> int | None:
+    """The JPEG's own bytes, through its end-of-image marker, walked segment by segment; None if it never ends.
+
+    Bytes may follow it (padding, the video of a phone's motion photo): Pillow ignores them, a device decoder
+    may not, and the last bytes of the file are then no test of truncation.
+    """
+    position = 2  # after the start-of-image marker
+    while position + 2 <= len(data):
+        if data[position] != 0xFF:
+            return None  # not a marker where one must be: damaged
+        marker = data[position + 1]
+        if marker == 0xD9:
+            return position + 2
+        if marker == 0xFF or 0xD0 <= marker <= 0xD7 or marker == 0x01:  # fill byte; markers without a length
+            position += 1 if marker == 0xFF else 2
+            continue
+        position += 2 + int.from_bytes(data[position + 2:position + 4], "big")
+        if marker == 0xDA:  # start of scan: the compressed data runs to the next real marker
+            found = _NEXT_MARKER.search(data, position)
+            if found is None:
+                return None
+            position = found.start()
+    return None
 
 
 @dataclasses.dataclass
@@ -70,11 +98,12 @@ def read_encoded(path: str, short_side: int | None = None) -> Encoded | Image.Im
         raise DataError(f"cannot read image {path}: {error}") from None
     if mode not in DEVICE_MODES:
         return load_rgb(path, short_side)
-    if JPEG_END not in data[-64:]:  # what Pillow would find only by decoding: refused here, skipped by the caller
+    end = jpeg_length(data)
+    if end is None:  # what Pillow would find only by decoding: refused here, skipped by the caller
         raise DataError(f"cannot read image {path}: image file is truncated (no end-of-image marker)")
     if orientation in (5, 6, 7, 8):
         width, height = height, width
-    return Encoded(torch.frombuffer(bytearray(data), dtype=torch.uint8), (height, width))
+    return Encoded(torch.frombuffer(bytearray(data[:end]), dtype=torch.uint8), (height, width))
 
 
 def _placeholder(size: tuple[int, int]) -> tv_tensors.Image:

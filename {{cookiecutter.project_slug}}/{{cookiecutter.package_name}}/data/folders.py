@@ -40,18 +40,16 @@ def has_split_folders(root: Path) -> bool:
 def _from_import_path(spec: str) -> tuple[dict[str, ImageDataset], ImageDataset | None]:
     """The user's own dataset: `module:function` called with no arguments."""
     module_name, _, attribute = spec.partition(":")
-    try:
+    try:  # the user's code: its own errors (a syntax error, a sys.exit) are one line here, not a traceback
         made = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise DataError(f"--data {spec}: cannot import it ({error})") from None
-    if isinstance(made, type) or (callable(made) and not isinstance(made, ImageDataset)):  # a class or a function
-        made = made()
+        if isinstance(made, type) or (callable(made) and not isinstance(made, ImageDataset)):  # a class or function
+            made = made()
+    except (Exception, SystemExit) as error:
+        reason = (str(error).strip().splitlines() or [""])[0]
+        raise DataError(f"--data {spec}: importing or calling it failed ({type(error).__name__}: {reason})") from None
     if isinstance(made, dict):
-        for split, dataset in made.items():
-            check_dataset(dataset, f"--data {spec} [{split!r}]")
-        return dict(made), None
-    check_dataset(made, f"--data {spec}")
-    return {}, made
+        return {split: check_dataset(dataset, f"--data {spec} [{split!r}]") for split, dataset in made.items()}, None
+    return {}, check_dataset(made, f"--data {spec}")
 
 
 class DataSource:

@@ -52,13 +52,16 @@ def check_rows(rows: list[dict[str, str]], csv_path: Path, has_split: bool) -> l
         name, label = (row.get("path") or "").strip(), (row.get("label") or "").strip()
         if not name or not label or (has_split and not (row.get("split") or "").strip()):
             raise DataError(f"{csv_path} row {number}: an empty path, label{' or split' if has_split else ''}")
+        if not label.isprintable():  # a quoted newline or tab: a class name nobody can type or print in a table
+            raise DataError(f"{csv_path} row {number}: the label {label!r} holds a line break or control character")
         path = str(folder / name)
         if not os.path.isfile(path):
             raise DataError(f"{csv_path} row {number}: {name} is not a file (paths are relative to {folder})")
-        if path in seen:
-            raise DataError(f"{csv_path} row {number}: {name} is listed again (row {seen[path]}); "
-                            "an image would be counted twice, or in two splits")
-        seen[path] = number
+        stat = os.stat(path)  # the file itself: images/../images/a.png, an absolute path, a linked folder alike
+        if (stat.st_dev, stat.st_ino) in seen:
+            raise DataError(f"{csv_path} row {number}: {name} is the image of row {seen[stat.st_dev, stat.st_ino]} "
+                            "again; it would be counted twice, or in two splits")
+        seen[stat.st_dev, stat.st_ino] = number
         paths.append(path)
     return paths
 
@@ -81,4 +84,19 @@ def read_labels(csv_path: Path) -> tuple[dict[str, FileImages], FileImages | Non
         split_paths, split_targets = named.setdefault(row["split"].strip(), ([], []))
         split_paths.append(path)
         split_targets.append(target)
+    check_splits(named, classes, csv_path)
     return {split: FileImages(p, t, classes, root) for split, (p, t) in named.items()}, None
+
+
+def check_splits(named: dict[str, tuple[list[str], list[int]]], classes: list[str], csv_path: Path) -> None:
+    """A split column that names train and val as training reads them, and no class without training rows."""
+    odd = sorted(split for split in named if split.lower() in ("train", "val") and split not in ("train", "val"))
+    if odd:  # Train or VAL: read as two other splits, training would look for train/ and val/ folders instead
+        raise DataError(f"{csv_path}: the split column holds {', '.join(odd)}; the splits training reads are "
+                        "named train and val (lower case)")
+    if "train" in named:
+        trained = set(named["train"][1])
+        missing = [name for index, name in enumerate(classes) if index not in trained]
+        if missing:
+            raise DataError(f"{csv_path}: label(s) {', '.join(missing[:5])} have no train rows; a class the model "
+                            "never trains on cannot be learnt")

@@ -23,8 +23,11 @@ def split_indices(targets: list[int], val_split: float, seed: int) -> tuple[list
         raise DataError(f"--val-split must be between 0 and 1, got {val_split}")
     rng = random.Random(seed)
     train_indices, val_indices = [], []
-    for label in sorted(set(targets)):
-        indices = [i for i, target in enumerate(targets) if target == label]
+    by_class: dict[int, list[int]] = {}
+    for index, target in enumerate(targets):  # one pass: a class per image, not an image scan per class
+        by_class.setdefault(int(target), []).append(index)
+    for label in sorted(by_class):
+        indices = by_class[label]
         rng.shuffle(indices)
         count = min(max(round(len(indices) * val_split), 1), len(indices) - 1) if len(indices) > 1 else 0
         val_indices += indices[:count]

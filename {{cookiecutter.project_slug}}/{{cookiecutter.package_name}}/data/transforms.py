@@ -5,6 +5,7 @@ data, the training augmentation recipe (`--augment`), and the transforms that ap
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import torch
@@ -12,6 +13,7 @@ from torchvision.transforms import v2
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 16, 4096  # smaller holds no picture; larger is a typo (tens of GiB a batch)
 
 # --augment: each recipe is a list of v2 ops for the training split, chosen by name. `light` shifts, turns and
 # scales a little without mirroring, so digits, text and most scans stay what they are; `standard` adds
@@ -52,6 +54,22 @@ class Preprocessing:
     def to_dict(self) -> dict:
         """Plain values for config.json and checkpoints."""
         return {**dataclasses.asdict(self), "mean": list(self.mean), "std": list(self.std)}
+
+    def problem(self) -> str | None:
+        """What makes it unusable (a size out of range, a normalisation that divides by zero), or None."""
+        for key in ("image_size", "resize_size"):
+            size = getattr(self, key)
+            whole = isinstance(size, int) and not isinstance(size, bool)
+            if (size is not None or key == "image_size") and not (whole and MIN_IMAGE_SIZE <= size <= MAX_IMAGE_SIZE):
+                return f"{key} is {size!r}; expected a whole number of pixels in [{MIN_IMAGE_SIZE}, {MAX_IMAGE_SIZE}]"
+        for key in ("mean", "std"):
+            values = getattr(self, key)
+            if len(values) != 3 or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                           and math.isfinite(v) for v in values):
+                return f"{key} is {list(values)!r}; expected 3 finite numbers (R, G, B)"
+        if not all(v > 0 for v in self.std):
+            return f"std is {list(self.std)!r}; every value must be above 0"
+        return None if self.augment in AUGMENTATIONS else f"augment is {self.augment!r}"
 
     @classmethod
     def from_dict(cls, values: dict) -> Preprocessing:

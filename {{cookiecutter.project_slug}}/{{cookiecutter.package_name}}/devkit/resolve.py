@@ -82,7 +82,7 @@ def _auto() -> torch.device:
             continue
         if local_rank is None or kind == "mps":
             return _check_present(torch.device(kind), "auto")
-        if not local_rank.strip().isdigit():
+        if not local_rank.strip().isdecimal():  # isdigit() passes "²", which int() refuses
             raise DeviceError(f"auto: LOCAL_RANK={local_rank!r} is not a device index")
         return _check_present(torch.device(kind, int(local_rank)), f"{kind}:{int(local_rank)}")
     return torch.device("cpu")

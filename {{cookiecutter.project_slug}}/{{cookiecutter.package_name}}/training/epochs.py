@@ -6,7 +6,9 @@ step (its mid-epoch checkpoint written) or after an epoch's checkpoint is writte
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 from pathlib import Path
 
 import torch
@@ -119,6 +121,19 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
     run.save_clock.reset()
 
 
+def log_epoch(run: Run, row: dict) -> None:
+    """Report the saved epoch to the tracker; one that fails is a note, and the run goes on with metrics.csv."""
+    try:
+        run.logger.log_epoch(row, run.step_losses, last_step=row["epoch"] * run.steps_per_epoch)
+    except Exception as error:  # a corrupted store, a killed service, a full disk on the tracker's side
+        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        print(f"warning: --logger {run.cfg.logger} failed at epoch {row['epoch']} ({type(error).__name__}: "
+              f"{reason}); metrics.csv and the checkpoints go on, the tracker does not", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):
+            run.logger.close()
+        run.logger = tracking.Logger()
+
+
 def _summary(epoch: int, epochs: int, row: dict) -> str:
     """The one line printed after each epoch."""
     return (f"epoch {epoch}/{epochs}  train_loss {row['train_loss']:.4f}  train_acc {row['train_acc']:.3f}  "
@@ -131,9 +146,8 @@ def train_epochs(run: Run, out: Path) -> None:
     cfg = run.cfg
     for epoch in range(run.start_epoch, cfg.epochs + 1):
         row = run_epoch(run, epoch, out)
-        # logged before its checkpoint: a resume from the one before purges and redoes it
-        run.logger.log_epoch(row, run.step_losses, last_step=row["epoch"] * run.steps_per_epoch)
-        save_epoch(run, row, out)
+        save_epoch(run, row, out)  # first: the epoch is kept whatever the tracker does
+        log_epoch(run, row)
         distributed.print_main(_summary(epoch, cfg.epochs, row))
         signum = distributed.first_on_any_rank(run.stop.signum)
         if signum is not None:

@@ -10,7 +10,7 @@ import torch
 import tqdm
 
 from .. import loss, model, outputs
-from ..config import TrainConfig
+from ..config import TrainConfig, trusted_imports
 from ..data import build_loaders
 from ..data.loaders import PREFETCH_BATCHES
 from . import distributed, optimization, progress, recipe, run_state, stopping, tracking, wrapping
@@ -27,8 +27,10 @@ class Run:
 
     def __init__(self, cfg: TrainConfig, device: torch.device):
         self.cfg, self.device = cfg, device
+        self.trusted = trusted_imports(cfg.backbone, cfg.data, *cfg.allow_import)  # settled: the run's own
         # The weights' own preprocessing: a checkpoint's when continuing or starting from one
-        source = run_state.read(cfg.resume or cfg.init_from) if cfg.resume or cfg.init_from else None
+        start = cfg.resume or cfg.init_from
+        source = run_state.read(start, trusted=self.trusted) if start else None
         data = build_loaders(cfg, device, saved=run_state.preprocessing(source) if source else None,
                              on_unreadable=self.note_unreadable,
                              recorded_split=source.get("split") if cfg.resume else None)  # refused if moved
@@ -121,7 +123,7 @@ class Run:
         # Read onto the CPU: load_state_dict places weights and optimizer moments on the parameters'
         # device, keeps AdamW's `step` counters on the CPU where torch wants them, and the RNG
         # states stay host tensors (a CUDA one cannot become a NumPy array).
-        state = run_state.read(path)
+        state = run_state.read(path, trusted=self.trusted)
         run_state.check_classes(state, self.class_names, path)
         epoch, step = run_state.resume_position(state)
         # Another world size: the same sample of the epoch in this run's steps (or a ResumeLayoutError)

@@ -43,6 +43,7 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
 from .. import __version__
+from ..config import check_imports
 from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
 from ..loss import WeightedCrossEntropy
@@ -92,14 +93,19 @@ def save(path: str | os.PathLike, state: dict[str, Any], *, before_replace: Call
     return checkpoint.save_checkpoint(path, state, before_replace=before_replace)
 
 
-def read(path: str | os.PathLike, map_location: torch.device | str = "cpu") -> dict[str, Any]:
+def read(path: str | os.PathLike, map_location: torch.device | str = "cpu", *,
+         trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Load a training checkpoint (a file, or a run directory's last.pt) and check every value before use.
 
     state_check refuses (CheckpointError, naming the key) a file that is not ours, or whose values
-    or weights' shapes cannot be right, before any real model is built from it.
+    or weights' shapes cannot be right, before any real model is built from it. An import path as its
+    backbone (your own module) must be in `trusted` (config.trusted_imports; none by default), else
+    ConfigError: the file is read with weights_only, and naming a module must not run code either. (Its
+    recorded data is checked where it would be opened: train.py --resume, evaluate.py without --data.)
     """
     state = checkpoint.load_checkpoint(path, map_location=map_location)
     state_check.check_values(state, path)
+    check_imports(state["config"], trusted, f"{path}: config", keys=("backbone",))  # the shape check builds it
     state_check.check_shapes(state, lambda: build_for(state, torch.device("meta")), path)
     return state
 

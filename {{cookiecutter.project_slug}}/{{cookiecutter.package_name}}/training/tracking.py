@@ -167,19 +167,31 @@ class MLflowLogger(Logger):
     wants_step_losses = True
 
     def __init__(self, log_dir: Path, *, purge_step: int, hparams: dict[str, Any], resuming: bool = False):
+        # MLflow's HTTP client retries an unreachable server for minutes in silence; a few seconds say enough
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+        run_id = _saved_run_id(log_dir, "mlflow") if resuming else None
+        for attempt in range(3):  # two runs creating a fresh runs/mlflow.db at once: the second retries
+            try:
+                self._open(log_dir, hparams, run_id)
+                break
+            except Exception as error:  # the store's own errors: an unreachable server, a bad URI, a missing driver
+                if attempt == 2 or "locked" not in str(error) and "already exists" not in str(error):
+                    raise TrackerError(f"--logger mlflow: {type(error).__name__}: "
+                                       f"{(str(error).strip().splitlines() or [''])[0]}") from None
+                time.sleep(1 + attempt)
+        _save_run_id(log_dir, "mlflow", self.run_id)
+
+    def _open(self, log_dir: Path, hparams: dict[str, Any], run_id: str | None) -> None:
+        """Connect to the store and start (or reopen) the run; the store's own exceptions pass through."""
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(mlflow_tracking_uri(log_dir))
-        run_id = _saved_run_id(log_dir, "mlflow") if resuming else None
-        try:
-            self.run_id = run_id or self._new_run(log_dir, hparams)
-            self.client.update_run(self.run_id, status="RUNNING")
-            # a run killed between logging an epoch and saving it holds steps this process redoes: not twice
-            history = self.client.get_metric_history(self.run_id, STEP_TAG) if run_id else []
-        except Exception as error:  # the store's own errors: an unreachable server, a bad URI
-            raise TrackerError(f"--logger mlflow: {type(error).__name__}: {str(error).splitlines()[0]}") from None
+        self.run_id = run_id or self._new_run(log_dir, hparams)
+        self.client.update_run(self.run_id, status="RUNNING")
+        # a run killed between logging an epoch and saving it holds steps this process redoes: not twice
+        history = self.client.get_metric_history(self.run_id, STEP_TAG) if run_id else []
         self.logged_until = max((point.step for point in history), default=0)
-        _save_run_id(log_dir, "mlflow", self.run_id)
 
     def _new_run(self, log_dir: Path, hparams: dict[str, Any]) -> str:
         """A new MLflow run in the experiment, named after the run folder, with the settings as params."""
