@@ -63,4 +63,5 @@ if [[ ! -f $(project_of "$NAME" 2>/dev/null)/benchmarks/gpu_check.sh ]]; then
 fi
 # Each bake's runs in a work folder of its own: a call on another bake never reads this one's checkpoints
 WORK=${GPU_CHECK_WORK:-${TMPDIR:-/tmp}/gpu-check-work}
-OUT=${OUT:-$PWD/gpu-check-out} GPU_CHECK_WORK=$WORK/$NAME exec bash "$(project_of "$NAME")/benchmarks/gpu_check.sh" "$@"
+export OUT=${OUT:-$PWD/gpu-check-out} GPU_CHECK_WORK=$WORK/$NAME GPU_CHECK_COMMAND="bash scripts/gpu_check.sh --bake $NAME"
+exec bash "$(project_of "$NAME")/benchmarks/gpu_check.sh" "$@"

@@ -79,7 +79,8 @@ def test_the_budget_cuts_whole_steps_and_a_second_call_appends_its_own_results(t
         ("2", "env", "ok"), ("2", "tests-cuda", "ok")]
     summary = (tmp_path / "out" / "summary.txt").read_text()
     first_part, second_part = summary.split("=== gpu_check.sh call 2")
-    assert "multi_gpu=ddp" in first_part and "--dry-run --only tests-cuda" in first_part
+    assert "multi_gpu=ddp" in first_part
+    assert "run them next: bash scripts/gpu_check.sh --bake ddp --dry-run --only tests-cuda" in first_part
     assert "default_precision=fp16" in second_part and "NOT CHECKED" not in second_part
     with tarfile.open(tmp_path / "out" / "logs.tgz") as packed:
         names = set(packed.getnames())

@@ -176,6 +176,7 @@ fi
 PAUSE_AT=step:$EPOCHS:5 # SIGTERM arrives after this optimizer step: mid-epoch, as a scheduler's would
 PAUSE_VAR=${PACKAGE^^}_TEST_PAUSE_AT # training/pause_points.py's variable
 TEST_TIMEOUT=${GPU_CHECK_TEST_TIMEOUT:-90}
+COMMAND=${GPU_CHECK_COMMAND:-bash benchmarks/gpu_check.sh} # how the summary says to run what was left
 
 export MPLBACKEND=Agg PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 TORCH_HOME=$WORK/torch-home COLUMNS=400
 # The environment must not pick the device, nor pause a run, behind the flags' back.
@@ -215,7 +216,7 @@ write_summary() { # write_summary STATE: the earlier calls' summaries, then this
         echo "$failed step(s) failed or timed out; logs in logs.tgz (logs/call-$CALL)"
         if [[ -n $unrun ]]; then
             echo "NOT CHECKED, out of time: ${unrun//,/ }"
-            echo "run them next: bash benchmarks/gpu_check.sh$( ((DRY_RUN)) && echo ' --dry-run') --only $unrun"
+            echo "run them next: $COMMAND$( ((DRY_RUN)) && echo ' --dry-run') --only $unrun"
         fi
     } >"$SUMMARY.tmp" && mv "$SUMMARY.tmp" "$SUMMARY"
 }
