@@ -1,7 +1,8 @@
-"""scripts/gpu_check.sh, the GPU proof over three bakes, checked by its dry run with a stand-in python.
+"""scripts/gpu_check.sh, the GPU proof on bakes made here, checked by its dry run with a stand-in python.
 
-The stand-in prints a pytest-like count line, so what is checked is the script's own work: which bake runs
-which phase, the combined table, the exit status, and the bakes the time budget left unchecked.
+The stand-in prints a pytest-like count line, so what is checked is the real scripts' own work (the template's
+and the bake's benchmarks/gpu_check.sh): which bake runs, the time budget (a step whose limit does not fit is
+never started, and the call exits 3), and a second call in the same command appending to the first's results.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("ti
 
 @pytest.fixture(scope="module")
 def bakes(tmp_path_factory) -> Path:
-    """The script's own `bake` step: the default, fp16 and ddp bakes, made with this interpreter's cookiecutter."""
+    """The script's own `bake` step: the ddp, fp16 and default bakes, made with this interpreter's cookiecutter."""
     folder = tmp_path_factory.mktemp("gpu-bakes") / "bakes"
     result = subprocess.run(["bash", str(SCRIPT), "bake"], env=subprocess_env(PYTHON=sys.executable,
                             GPU_CHECK_BAKES=str(folder)), capture_output=True, text=True, timeout=300)
@@ -48,36 +50,50 @@ def gpu_check(tmp_path: Path, bakes: Path, *args: str, **env: str) -> subprocess
 
 
 def rows(tmp_path: Path) -> list[dict[str, str]]:
-    """The combined results.tsv."""
+    """results.tsv, every call's rows."""
     with open(tmp_path / "out" / "results.tsv", newline="") as handle:
         return list(csv.DictReader(handle, delimiter="\t"))
 
 
-def test_each_bake_runs_the_phase_it_is_named_with_and_the_table_says_which(tmp_path, bakes):
-    """default:tests runs the three test steps in the default bake, fp16:cuda the CUDA tier alone in the fp16 bake."""
-    result = gpu_check(tmp_path, bakes, "--dry-run", "default:tests", "fp16:cuda")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert [(row["bake"], row["step"]) for row in rows(tmp_path)] == [
-        ("default", "tests-cuda"), ("default", "tests-fake-cuda"), ("default", "tests-quick"), ("fp16", "tests-cuda")]
+def limits(bakes: Path) -> dict[str, int]:
+    """The ddp bake's steps with their limits, from its --list."""
+    listing = subprocess.run(["bash", str(SCRIPT), "--list"], env=subprocess_env(GPU_CHECK_BAKES=str(bakes)),
+                             capture_output=True, text=True, timeout=60)
+    assert listing.returncode == 0, listing.stderr
+    return {line.split()[0]: int(line.split()[1]) for line in listing.stdout.splitlines()[1:]}
+
+
+def test_the_budget_cuts_whole_steps_and_a_second_call_appends_its_own_results(tmp_path, bakes):
+    """A budget short of the CUDA tier's limit: it is skipped, never started or cut, a step that fits still runs,
+    exit 3; then the fp16 bake's CUDA tier in a second call lands beside the first call's rows, not over them."""
+    limit = limits(bakes)
+    budget = limit["tests-cuda"] - 1
+    assert limit["env"] <= budget and limit["devkit-auto-free"] <= budget
+    first = gpu_check(tmp_path, bakes, "--dry-run", "--only", "tests-cuda,devkit-auto-free",
+                      GPU_CHECK_BUDGET_S=str(budget))
+    assert first.returncode == 3, first.stdout + first.stderr
+    second = gpu_check(tmp_path, bakes, "--bake", "fp16", "--dry-run", "--only", "tests-cuda")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert [(row["call"], row["step"], row["status"]) for row in rows(tmp_path)] == [
+        ("1", "env", "ok"), ("1", "tests-cuda", "skipped (time budget)"), ("1", "devkit-auto-free", "ok"),
+        ("2", "env", "ok"), ("2", "tests-cuda", "ok")]
     summary = (tmp_path / "out" / "summary.txt").read_text()
-    assert "=== bake fp16 (default_precision=fp16), phase cuda: exit 0" in summary
-    assert {path.name for path in (tmp_path / "out").iterdir()} == {"summary.txt", "results.tsv", "env.txt",
-                                                                     "logs.tgz"}
+    first_part, second_part = summary.split("=== gpu_check.sh call 2")
+    assert "multi_gpu=ddp" in first_part
+    assert "run them next: bash scripts/gpu_check.sh --bake ddp --dry-run --only tests-cuda" in first_part
+    assert "default_precision=fp16" in second_part and "NOT CHECKED" not in second_part
+    with tarfile.open(tmp_path / "out" / "logs.tgz") as packed:
+        names = set(packed.getnames())
+    assert {"logs/call-1/devkit-auto-free.log", "logs/call-2/tests-cuda.log"} <= names
+    assert "logs/call-1/tests-cuda.log" not in names
 
 
-def test_a_bake_the_budget_left_unchecked_is_named_and_the_call_exits_3(tmp_path, bakes):
-    """No time left: the default bake's test steps are not started, the summary names it, and the exit is not 0."""
-    result = gpu_check(tmp_path, bakes, "--dry-run", "default:tests", "ddp:cuda", GPU_CHECK_BUDGET_S="0")
-    assert result.returncode == 3, result.stdout
-    assert "NOT FULLY CHECKED, out of time (exit 3): default:tests" in (tmp_path / "out" / "summary.txt").read_text()
-
-
-@pytest.mark.parametrize("args", [(), ("default:tset",), ("gpu:tests",)], ids=["nothing", "phase", "bake"])
-def test_a_bad_argument_is_one_line_and_exit_2_before_anything_runs(tmp_path, bakes, args):
-    """Nothing is written: one line naming what it accepts."""
+@pytest.mark.parametrize("args", [("--bake", "gpu"), ("--bake",)], ids=["unknown", "missing"])
+def test_a_bad_bake_is_one_line_and_exit_2_before_anything_runs(tmp_path, bakes, args):
+    """Nothing is written: one line naming the bakes it accepts."""
     result = gpu_check(tmp_path, bakes, *args)
     assert result.returncode == 2
-    assert len(result.stderr.strip().splitlines()) == 1 and "error:" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "ddp, fp16 or default" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
