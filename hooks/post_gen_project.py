@@ -9,10 +9,19 @@ import sys
 
 ANSWERS = json.loads(r"""{{ cookiecutter | tojson }}""")
 
-# Each path belongs to one option; it is removed when that option is off.
+PACKAGE = ANSWERS["package_name"]
+# What each answer brings, as whole files and folders (README "What each answer brings"); removed when not chosen.
+BROUGHT_BY = {
+    ("multi_gpu", "ddp"): [f"{PACKAGE}/plugins/ddp", "tests/plugins/ddp", "scripts/launch_ddp.sh", "docs/multi-node.md"],
+    ("scheduler", "slurm"): ["scripts/slurm_train.sh", "docs/preemption.md"],
+    ("tracker", "tensorboard"): [f"{PACKAGE}/plugins/tensorboard.py", "tests/plugins/test_tensorboard.py"],
+    ("tracker", "mlflow"): [f"{PACKAGE}/plugins/mlflow.py", "tests/plugins/test_mlflow.py"],
+    ("tracker", "wandb"): [f"{PACKAGE}/plugins/wandb.py", "tests/plugins/test_wandb.py"],
+    ("gpu_decode", "yes"): [f"{PACKAGE}/plugins/gpu_decode", "tests/plugins/gpu_decode"],
+}
 REMOVE_PATHS = {
     "LICENSE": ANSWERS["license"] == "Proprietary",
-    "scripts/launch_ddp.sh": ANSWERS["multi_gpu"] != "ddp",
+    **{path: ANSWERS[answer] != value for (answer, value), paths in BROUGHT_BY.items() for path in paths},
 }
 
 
@@ -87,9 +96,9 @@ def main() -> int:
     for path, disabled in REMOVE_PATHS.items():
         if disabled:
             remove(path)
-    scripts = "scripts"
-    if os.path.isdir(scripts) and not os.listdir(scripts):
-        os.rmdir(scripts)
+    for folder in ("scripts", "docs", "tests/plugins"):  # a folder whose every file belongs to answers not chosen
+        if os.path.isdir(folder) and not [name for name in os.listdir(folder) if name != "__pycache__"]:
+            shutil.rmtree(folder)
     slug = ANSWERS["project_slug"]
     print(
         f"\nCreated {slug}. Next (README.md has the details):\n"

@@ -74,8 +74,42 @@ def data_root(flag: str | None, trained: dict) -> Path:
     return Path(flag or recorded) if flag or recorded else data.DEMO_ROOT
 
 
+def measured_precision(recorded: str, device) -> tuple[str, str | None]:
+    """The run's own precision even where it is only emulated (its numbers then equal metrics.csv's); one that
+    cannot run here at all falls back. With the note to print (on stderr: stdout's first line is the result)."""
+    precision_name, note = precision.resolve_precision(None, recorded, device)
+    if not precision.why_not(recorded, device):
+        emulated = precision.why_emulated(recorded, device)
+        precision_name, note = recorded, emulated and f"precision: {emulated}; measured in {recorded} as trained"
+    return precision_name, note
+
+
+def split_to_measure(args: argparse.Namespace, state: dict, prep) -> data.Decoded:
+    """The split of the data, its preprocessing and the --val-split division as training had them (or a refusal)."""
+    trained = state["config"]
+    root = data_root(args.data, trained)
+    dataset = data.image_folder(root, args.split, prep, train=False, val_split=run_state.val_split(state),
+                                seed=trained.get("seed", 0))
+    if not args.resplit:  # the run's own division of its data, or a refusal (data/splits.py)
+        check_matches(state.get("split"), dataset.split_record, str(root))
+    dataset.transform = data.build_transforms(prep, train=False, normalize=False)
+    if dataset.classes != list(state["class_names"]):
+        raise data.DataError(f"{args.split}/ holds classes {dataset.classes}, but the checkpoint knows "
+                             f"{list(state['class_names'])}")
+    return dataset
+
+
+def read_checkpoint(args: argparse.Namespace, device) -> dict:
+    """The checkpoint, checked; the data it names allowed only as the command line says (--allow-import)."""
+    trusted = config.trusted_imports(*args.allow_import)
+    state = run_state.read(args.checkpoint, trusted=trusted)
+    if args.data is None:  # the run's own data, as its checkpoint names it, is what will be opened
+        config.check_imports(state["config"], trusted, f"{args.checkpoint}: config", keys=("data",))
+    return state
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print accuracy, loss and the per-class table; write the confusion-matrix PNG."""
+    """Print accuracy, loss and the per-class table; write the confusion-matrix and mistakes PNGs."""
     from {{ cookiecutter.package_name }}.plots import confusion_figure, mistakes_figure
 
     if (args.batch_size is not None and args.batch_size < 1) or args.workers < 0 or args.mistakes_count < 0:
@@ -83,36 +117,13 @@ def run(args: argparse.Namespace) -> int:
     if args.mistakes_count > MAX_MISTAKES:  # each is an image kept on the device and a panel of one figure
         raise ConfigError(f"--mistakes-count must be at most {MAX_MISTAKES}, got {args.mistakes_count}")
     device = config.configure_device(args.device)
-    trusted = config.trusted_imports(*args.allow_import)
-    state = run_state.read(args.checkpoint, trusted=trusted)
-    trained = state["config"]
-    if args.data is None:  # the run's own data, as its checkpoint names it, is what will be opened
-        config.check_imports(trained, trusted, f"{args.checkpoint}: config", keys=("data",))
-    class_names = list(state["class_names"])
-    model = run_state.model_from_state(state, device, args.checkpoint)
-    # Measured as training measured it: the same loss, precision, memory format and batches.
-    loss_fn = run_state.loss_from_state(state, device)
-    # The run's own precision even where it is only emulated (its numbers then equal metrics.csv's);
-    # one that cannot run here at all falls back. Notes go to stderr: stdout's first line is the result.
-    recorded = trained.get("precision", "fp32")
-    precision_name, note = precision.resolve_precision(None, recorded, device)
-    if not precision.why_not(recorded, device):
-        emulated = precision.why_emulated(recorded, device)
-        precision_name, note = recorded, emulated and f"precision: {emulated}; measured in {recorded} as trained"
-    # The data, its preprocessing and the --val-split division of a folder of class folders, as training had them
-    prep = run_state.preprocessing(state)
-    # uint8 batches normalised on the device, as training's validation had them: the same numbers, a
-    # quarter of the bytes to copy
+    state = read_checkpoint(args, device)
+    trained, class_names, prep = state["config"], list(state["class_names"]), run_state.preprocessing(state)
+    # Measured as training measured it: the same loss, precision, memory format, uint8 batches normalised there
+    precision_name, note = measured_precision(trained.get("precision", "fp32"), device)
     hw = Hardware.create(device, precision_name, trained.get("channels_last"), mean=prep.mean, std=prep.std)
-    model = model.to(memory_format=hw.memory_format)
-    root = data_root(args.data, trained)
-    dataset = data.image_folder(root, args.split, prep, train=False, val_split=run_state.val_split(state),
-                                seed=trained.get("seed", 0))
-    if not args.resplit:  # the run's own division of its data, or a refusal (data/splits.py)
-        check_matches(state.get("split"), dataset.split_record, str(root))
-    dataset.transform = data.build_transforms(prep, train=False, normalize=False)
-    if dataset.classes != class_names:
-        raise data.DataError(f"{args.split}/ holds classes {dataset.classes}, but the checkpoint knows {class_names}")
+    model = run_state.model_from_state(state, device, args.checkpoint).to(memory_format=hw.memory_format)
+    dataset = split_to_measure(args, state, prep)
     for line in [*dataset.notes, note]:  # after the checks: a refusal stays one line
         if line:
             print(line, file=sys.stderr)
@@ -123,9 +134,9 @@ def run(args: argparse.Namespace) -> int:
     loader = ReportingLoader(data.build_loader(SkipUnreadable(dataset), batch_size, device, train=False,
                                                workers=args.workers),
                              lambda path, reason: report_unreadable(unreadable, path, reason))
-    matrix = metrics.new_confusion(len(class_names), device)
-    mistakes = metrics.ConfidentMistakes(args.mistakes_count)
-    stats = loop.evaluate(model, loss_fn, loader, hw, progress=False, confusion=matrix, on_batch=mistakes)
+    matrix, mistakes = metrics.new_confusion(len(class_names), device), metrics.ConfidentMistakes(args.mistakes_count)
+    stats = loop.evaluate(model, run_state.loss_from_state(state, device), loader, hw, progress=False,
+                          confusion=matrix, on_batch=mistakes)
     # The figures first, then the report: a reader that stops early (| head) still gets both files
     images, targets, predictions, probabilities = mistakes.result()
     grid = mistakes_figure(images, targets, predictions, probabilities, class_names, mean=prep.mean, std=prep.std)

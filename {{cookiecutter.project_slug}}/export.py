@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from {{ cookiecutter.package_name }} import cli, config, model_files
-from {{ cookiecutter.package_name }}.devkit import checkpoint
+from {{ cookiecutter.package_name }}.devkit import atomic
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import run_state
 
@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
         raise RuntimeError(f"the exported model differs from the checkpoint by {prob_diff:.3g} in probability "
                            f"(over --tolerance {args.tolerance}); {args.out} was not written")
     try:
-        path = checkpoint.atomic_write(args.out, data)
-    except checkpoint.DiskFullError:
+        path = atomic.atomic_write(args.out, data)
+    except atomic.DiskFullError:
         raise
     except OSError as error:  # a read-only or special file system (/proc), no permission
         raise ConfigError(f"cannot write --out {args.out}: {error.strerror or error}") from None

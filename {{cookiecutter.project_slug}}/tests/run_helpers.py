@@ -10,10 +10,15 @@ from pathlib import Path
 
 import torch
 from conftest import HANG_S, nested_tensors
-
-from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
+from paused_train import PAUSE_ENV_VAR
 
 PROJECT = Path(__file__).resolve().parent.parent  # the project root: train.py and the package
+PAUSED_TRAIN = "tests/paused_train.py"  # train.py with the tests' pause points (PAUSE_ENV_VAR names one)
+
+
+def paused(command: list[str]) -> list[str]:
+    """`command` (a train.py or torchrun command line) with train.py run through the tests' pause points."""
+    return [PAUSED_TRAIN if arg == "train.py" else arg for arg in command]
 EPOCHS = 3
 
 
@@ -43,7 +48,8 @@ def start_train(data: Path, out: Path, workers: int, *, resume: bool | str, paus
     as SLURM, systemd, GNU timeout and a closed terminal send them.
     """
     with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(command or train_command(data, out, workers, resume, extra), cwd=PROJECT,
+        command = command or train_command(data, out, workers, resume, extra)
+        return subprocess.Popen(paused(command) if pause else command, cwd=PROJECT,
                                 env=train_env(pause, threads), stdout=subprocess.DEVNULL, stderr=handle,
                                 start_new_session=group)
 

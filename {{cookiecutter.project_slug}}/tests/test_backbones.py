@@ -10,10 +10,10 @@ from {{ cookiecutter.package_name }}.backbones import (
     BackboneError,
     backbone_names,
     build_backbone,
-    check_backbone,
     check_image_size,
     default_image_size,
     fit_image_size,
+    resolve_backbone,
 )
 from {{ cookiecutter.package_name }}.model import build_model
 
@@ -59,7 +59,7 @@ def test_every_torchvision_classification_model_is_accepted():
     assert len(backbone_names()) >= 80
     assert {_family(name) for name in FAMILY_REPRESENTATIVES} == {_family(name) for name in backbone_names()}
     for name in backbone_names():
-        check_backbone(name)
+        resolve_backbone(name)
 
 
 @pytest.mark.parametrize("name", EVERY_BACKBONE)
@@ -98,7 +98,7 @@ def test_one_backbone_per_family_takes_a_training_step_on_cpu(name):
 def test_misspelt_backbone_is_one_line_naming_the_closest_names():
     """A typo is refused with the nearest valid names, in one line."""
     with pytest.raises(BackboneError) as info:
-        check_backbone("resnet19")
+        resolve_backbone("resnet19")
     message = str(info.value)
     assert "'resnet19'" in message and "resnet18" in message and "\n" not in message
 

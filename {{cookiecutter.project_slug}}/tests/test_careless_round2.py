@@ -28,6 +28,7 @@ import train
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES
 from {{ cookiecutter.package_name }}.devkit import checkpoint as ckpt
 from {{ cookiecutter.package_name }}.devkit import precision
+from {{ cookiecutter.package_name }}.devkit.atomic import DiskFullError
 from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.settings import usable_cores
 
@@ -72,7 +73,7 @@ def model_bytes() -> int:
 def test_a_checkpoint_save_on_a_full_disk_names_the_file(tmp_path):
     """torch.save's own '[enforce fail at inline_container.cc] unexpected pos' becomes DiskFullError naming the file."""
     with tmpfs(tmp_path / "disk", 256 * 1024) as disk:
-        with pytest.raises(ckpt.DiskFullError, match=r"^no space left on device: cannot write .*last\.pt$"):
+        with pytest.raises(DiskFullError, match=r"^no space left on device: cannot write .*last\.pt$"):
             ckpt.save_checkpoint(disk / "last.pt", {"weights": torch.zeros(1 << 20)})  # 4 MiB
         assert list(disk.iterdir()) == []  # no temp file left
 

@@ -16,6 +16,7 @@ import export
 import predict
 import train
 from {{ cookiecutter.package_name }}.devkit import checkpoint as ckpt
+from {{ cookiecutter.package_name }}.devkit.atomic import DiskFullError
 
 BASE = ["--device", "cpu", "--batch-size", "8", "--image-size", "32", "--no-pretrained", "--precision", "fp32",
         "--parallel", "none"]
@@ -187,7 +188,7 @@ def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(ckpt.os, "fsync", full)
-    with pytest.raises(ckpt.DiskFullError, match=r"no space left on device: cannot write .*last\.pt"):
+    with pytest.raises(DiskFullError, match=r"no space left on device: cannot write .*last\.pt"):
         ckpt.save_checkpoint(tmp_path / "last.pt", {"x": torch.zeros(3)})
     assert list(tmp_path.iterdir()) == []
 

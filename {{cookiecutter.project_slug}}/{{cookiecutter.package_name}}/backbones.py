@@ -4,43 +4,35 @@
 - a torchvision classification model name (`resnet18`, `vit_b_16`, ...): built without its ImageNet
   classifier, with its ImageNet weights (--pretrained) and the input sizes its architecture takes; or
 - an import path `package.module:ClassOrFactory` (like hydra's `_target_`): your own `nn.Module`, called
-  with no arguments. It maps (B, 3, H, W) images to (B, F) features (end with pooling and flatten; no
-  classifier: the project adds the head). F is its `num_features` or `out_features` attribute if it has
-  one (timm's convention), else measured by one forward pass of a (1, 3, S, S) input on its device.
-  Its parameters are allocated on the run's device while it is built (inside `building_on(device)`), so
-  create them without a `device=` argument. --freeze-backbone freezes every parameter of it (and keeps its
-  BatchNorm statistics); --pretrained is for torchvision names: your module loads whatever weights it
-  starts from. The checkpoint records the path, so it must stay importable (PYTHONPATH) for
-  evaluate.py, predict.py, export.py and --resume.
+  with no arguments, mapping (B, 3, H, W) images to (B, F) features (no classifier: the project adds the
+  head). F is measured by one forward pass of a (1, 3, S, S) image on its device, and must equal its
+  `num_features` / `out_features` if it declares one (timm's convention). Its parameters are allocated on
+  the run's device while it is built (`building_on(device)`): create them without `device=`. Its tensors
+  must be float32 parameters or registered buffers (a plain tensor attribute is neither saved nor moved).
+  --freeze-backbone freezes all of it; --pretrained is for torchvision names. Checkpoints record the path:
+  evaluate.py, predict.py, export.py and --resume import it again only when told (--allow-import).
 
-Everything else asks `resolve_backbone(name)` (or the functions below, which do): settings (check),
-preprocessing (input sizes, the weights' transforms), model.py (pretrained weights, building), and
-every rebuild from a checkpoint (run_state.model_from_state: evaluate, predict, export, resume).
-
-torchvision's classification models differ in the details that matter here:
-- the classifier is `fc`, `classifier[-1]`, `heads.head`, `head` or, in SqueezeNet, a 1x1 convolution;
-  it is found as the last layer with one output per ImageNet class and replaced with Identity,
-  so the backbone returns its features and the layer's input width is the feature width;
-- GoogLeNet and Inception v3 return auxiliary ImageNet logits in training mode; those heads are dropped;
-- ViT and MaxViT are built for one input size (their positional tables depend on it);
-- RegNet computes its stage widths with tensor arithmetic, which has no values on the meta device.
+Every other module asks `resolve_backbone(name)` (or the functions below). torchvision's models differ in
+what matters here: the classifier (`fc`, `classifier[-1]`, `heads.head`, SqueezeNet's 1x1 convolution) is
+found as the last layer with one output per ImageNet class and replaced with Identity; GoogLeNet's and
+Inception's auxiliary heads are dropped; ViT and MaxViT are built for one input size; RegNet computes its
+widths with tensor arithmetic, which has no values on the meta device.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import functools
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 from torchvision import models
 from torchvision.models import vision_transformer
 from torchvision.models._api import WeightsEnum
 
+from .devkit.placement import building_on
 from .errors import UserError
 
 
@@ -234,11 +226,6 @@ def resolve_backbone(name: str) -> Backbone:
     return TorchvisionBackbone(name)
 
 
-def check_backbone(name: str) -> None:
-    """Refuse a torchvision name it does not know (naming the closest) or an import path that does not import."""
-    resolve_backbone(name)
-
-
 def default_weights(name: str) -> WeightsEnum:
     """The ImageNet weights torchvision recommends for this backbone (BackboneError for your own module)."""
     weights = resolve_backbone(name).weights
@@ -277,45 +264,6 @@ def _builder_kwargs(backbone: TorchvisionBackbone, image_size: int | None, pretr
         # rebuilt from a checkpoint (without pretrained weights) computes what it was trained to.
         return {"transform_input": True, "init_weights": not pretrained}
     return {}
-
-
-# Factory functions that allocate a module's parameters and buffers; arange and tensor are left out
-# because builders also use them for arithmetic whose values they read (RegNet's stage widths).
-_ALLOCATORS = frozenset({torch.empty, torch.empty_strided, torch.zeros, torch.ones, torch.full,
-                         torch.rand, torch.randn, torch.randint, torch.eye})
-
-
-def _in_place(func) -> bool:
-    """True for torch's in-place operations (`normal_`, `zero_`), not for dunders (`__get__`)."""
-    name = getattr(func, "__name__", "")
-    return name.endswith("_") and not name.endswith("__")
-
-
-class _AllocateOnMeta(TorchFunctionMode):
-    """Like `with torch.device("meta")`, but index arithmetic keeps its values on the CPU.
-
-    In-place updates of meta tensors (the weight initialisers) are skipped: there are no values
-    to update, and torch runs them through slow Python reference implementations.
-    """
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in _ALLOCATORS and kwargs.get("device") is None:
-            kwargs["device"] = torch.device("meta")
-        elif _in_place(func) and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
-            return args[0]
-        return func(*args, **kwargs)
-
-
-@contextlib.contextmanager
-def building_on(device: torch.device) -> Iterator[None]:
-    """Create the parameters and buffers of modules built inside this block directly on `device`."""
-    if device.type != "meta":
-        with device:
-            yield
-        return
-    with _AllocateOnMeta():
-        yield
 
 
 def drop_auxiliary_heads(backbone: nn.Module) -> None:

@@ -11,21 +11,9 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from .errors import EXPLAINED_FAILURES, USER_ERRORS
+from .errors import EXPLAINED_FAILURES, USER_ERRORS, one_line
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
-
-
-def one_line(error: BaseException) -> str:
-    """The point of an error message in one line.
-
-    Errors raised in DataLoader workers arrive with the worker's traceback in their text;
-    its last line is the original message.
-    """
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    text = lines[-1] if lines else type(error).__name__
-    prefix = f"{type(error).__name__}: "
-    return text[len(prefix):] if text.startswith(prefix) else text
 
 
 def _escape_unprintable(stream) -> None:

@@ -11,7 +11,10 @@ import dataclasses
 import os
 import re
 import time
+import types
+import typing
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -63,6 +66,33 @@ def check_imports(values: Mapping, trusted: frozenset[str], source: str,
         if isinstance(value, str) and pattern.search(value) and value not in trusted:
             raise ConfigError(f"{source}: {key} names the import path {value!r}; code a file names runs only if "
                               f"you name it too: add --allow-import {value} if you trust that module")
+
+
+UNIONS = (typing.Union, types.UnionType)  # `Optional[X]` and `X | None`
+
+
+def value_fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a TrainConfig annotation (bool is not a number here, None only if optional)."""
+    for option in typing.get_args(hint) if typing.get_origin(hint) in UNIONS else (hint,):
+        if option is type(None) and value is None:
+            return True
+        if option is bool and isinstance(value, bool):
+            return True
+        if option in (int, float) and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if option is float and isinstance(value, float):
+            return True
+        if option is str and isinstance(value, str):
+            return True
+        origin = typing.get_origin(option)
+        if origin in (list, tuple) and isinstance(value, list):
+            return True
+    return False
+
+
+def type_name(hint: Any) -> str:
+    """`int`, `str | None`: an annotation as it is written."""
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
 def usable_cores() -> int:
@@ -139,17 +169,17 @@ class TrainConfig:
     precision: str = "{{ cookiecutter.default_precision }}"  # fp32 | fp16 | bf16
     parallel: str = "{{ cookiecutter.multi_gpu }}"  # none | dp | ddp
     channels_last: bool | None = None  # NHWC; None: on when autocasting on CUDA (training/hardware.py)
-    decode: str = "auto"  # where JPEGs are decoded: auto | cpu | device (data/device_decode.py)
+    decode: str = "auto"  # where JPEGs are decoded: auto | cpu (| device: the gpu_decode answer's plugin)
     cache_images: bool = False  # decode train/ and val/ once into memory (uint8, resized)
     cache_budget_mb: int = 2048  # --cache-images refuses a dataset that needs more memory
     compile: bool = False
-    out: str | None = None  # None: a new runs/<timestamp>, with runs/latest pointing at it (rundir.py)
+    out: str | None = None  # None: a new runs/<timestamp>, with runs/latest pointing at it (training/run_folder.py)
     resume: str | None = None  # a checkpoint file, a run directory, or "auto" (OUT/last.pt if it exists)
     overwrite: bool = False  # let a fresh run replace the checkpoints in --out
     max_bad_fraction: float = 0.01  # unreadable images are skipped; more than this fraction of a split stops the run
     save_every_minutes: float = 0.0  # also write a mid-epoch last.pt this often; 0: at epoch ends and on signals
-    logger: str = "csv"  # csv (= none) | tensorboard | mlflow | wandb (training/tracking.py; each an extra)
-    # Fine-tuning (finetune.py); the defaults train every parameter at one learning rate.
+    logger: str = "csv"  # csv (= none: metrics.csv only) | the tracker answer's plugin (tensorboard, mlflow, wandb)
+    # Fine-tuning (training/recipe.py); the defaults train every parameter at one learning rate.
     val_split: float = 0.2  # --data of class folders without train/ and val/: this fraction of each class validates
     resplit: bool = False  # with --resume: divide data that changed since the run's --val-split anew (data/splits.py)
     freeze_backbone: bool = False  # train the head only: backbone weights and BatchNorm statistics stay as loaded

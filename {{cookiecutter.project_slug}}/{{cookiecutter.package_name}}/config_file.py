@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import TrainConfig, check_imports
+from .config import TrainConfig, check_imports, type_name, value_fits
 from .errors import ConfigError
 
 # written by train.py as a record of the run, not settings
@@ -33,33 +32,6 @@ RECORD_KEYS = frozenset({"resolved_device", "device_identity", "class_names", "p
 PLACE_KEYS = frozenset({"out", "resume", "allow_import"})
 MAX_BYTES = 1 << 20  # a config.json is a few KB; a bigger file is not one
 MAX_DEPTH = 8  # settings are scalars or short lists, the record a few levels more: deeper is no config.json
-UNIONS = (typing.Union, types.UnionType)  # `Optional[X]` and `X | None`
-
-
-def _matches(value: Any, hint: Any) -> bool:
-    """Whether a JSON value fits a TrainConfig annotation (bool is not a number here, None only if optional)."""
-    for option in typing.get_args(hint) if typing.get_origin(hint) in UNIONS else (hint,):
-        if option is type(None) and value is None:
-            return True
-        if option is bool and isinstance(value, bool):
-            return True
-        if option in (int, float) and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if option is float and isinstance(value, float):
-            return True
-        if option is str and isinstance(value, str):
-            return True
-        origin = typing.get_origin(option)
-        if origin in (list, tuple) and isinstance(value, list):
-            return True
-    return False
-
-
-def _type_name(hint: Any) -> str:
-    """`int`, `str | None`: an annotation as it is written."""
-    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
-
-
 def _depth(value: Any) -> int:
     """How many objects and lists nest in `value` (1: a flat object); counted without recursion."""
     deepest, stack = 0, [(value, 1)]
@@ -101,10 +73,10 @@ def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | No
     settings = {}
     for key in sorted(fields & set(values) - PLACE_KEYS):
         value, allowed = values[key], (choices or {}).get(key)
-        if value is None and not _matches(None, hints[key]):
+        if value is None and not value_fits(None, hints[key]):
             continue  # null for a setting that always has a value: the project default (older config.json files)
-        if not _matches(value, hints[key]) or (allowed and value is not None and value not in allowed):
-            expected = f"one of {', '.join(map(str, allowed))}" if allowed else _type_name(hints[key])
+        if not value_fits(value, hints[key]) or (allowed and value is not None and value not in allowed):
+            expected = f"one of {', '.join(map(str, allowed))}" if allowed else type_name(hints[key])
             raise ConfigError(f"--config {path}: bad value for {key}: {json.dumps(value)} (expected {expected})")
         settings[key] = float(value) if hints[key] is float else value
     check_imports(settings, trusted, f"--config {path}")

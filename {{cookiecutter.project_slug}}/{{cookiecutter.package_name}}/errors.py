@@ -9,7 +9,8 @@ of importing this module; `USER_ERRORS` names them beside it.
 from __future__ import annotations
 
 from .devkit import DeviceError
-from .devkit.checkpoint import CheckpointError, DiskFullError
+from .devkit.atomic import DiskFullError
+from .devkit.checkpoint import CheckpointError
 from .devkit.precision import PrecisionError
 
 
@@ -33,3 +34,15 @@ class RunFailure(RuntimeError):
 
 
 EXPLAINED_FAILURES: tuple[type[Exception], ...] = (RunFailure, DiskFullError)
+
+
+def one_line(error: BaseException) -> str:
+    """The point of an error message in one line.
+
+    Errors raised in DataLoader workers arrive with the worker's traceback in their text;
+    its last line is the original message.
+    """
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    text = lines[-1] if lines else type(error).__name__
+    prefix = f"{type(error).__name__}: "
+    return text[len(prefix):] if text.startswith(prefix) else text

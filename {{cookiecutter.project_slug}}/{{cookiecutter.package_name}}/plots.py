@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from matplotlib.figure import Figure
 
-from .devkit.checkpoint import atomic_write
+from .devkit.atomic import atomic_write
 
 
 def curves_figure(rows: Sequence[dict]) -> Figure:

@@ -14,20 +14,19 @@ import argparse
 import dataclasses
 import math
 
-from . import backbones, config
+from . import backbones, config, plugins
 from .config import usable_cores  # also settings.usable_cores: the bound --threads is checked against
 from .config_file import read_config_file
 from .data import DEMO_IMAGE_SIZE
-from .data.device_decode import DECODES
-from .data.transforms import AUGMENTATIONS
+from .data.transforms import AUGMENTATIONS, MAX_IMAGE_SIZE
+from .devkit.precision import DTYPES
 from .errors import ConfigError
-from .training import optimization, recipe
-from .training.tracking import LOGGERS
+from .training import optimization, recipe, wrapping
 
-CHOICES = {"precision": ("fp32", "fp16", "bf16"), "parallel": ("none", "dp", "ddp"), "logger": tuple(LOGGERS),
-           "augment": tuple(AUGMENTATIONS), "decode": DECODES,
-           "optimizer": tuple(optimization.OPTIMIZERS), "schedule": tuple(optimization.SCHEDULES)}
-MAX_IMAGE_SIZE = 4096  # larger inputs are a typo, not a plan (and would allocate tens of GiB per batch)
+# Each flag's choices in this project; the plugins of its answers add theirs (plugins.choices)
+CORE_CHOICES = {"precision": tuple(DTYPES), "parallel": wrapping.MODES, "logger": ("csv", "none"),
+                "augment": tuple(AUGMENTATIONS), "decode": ("auto", "cpu"),
+                "optimizer": tuple(optimization.OPTIMIZERS), "schedule": tuple(optimization.SCHEDULES)}
 SEED_RANGE = (-2**63, 2**64 - 1)  # torch.manual_seed's: a 64-bit integer, signed or not
 MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch would fail on file handles instead
 
@@ -39,6 +38,20 @@ MAY_CHANGE_ON_RESUME = frozenset({
     "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
     "threads", "decode", "allow_import",
 })
+
+
+def choices(installed: list | None = None) -> dict[str, tuple[str, ...]]:
+    """Every flag's choices: the core's and what the installed plugins add (default: this project's plugins)."""
+    installed = plugins.load_plugins() if installed is None else installed
+    return {field: plugins.choices(installed, field, core) for field, core in CORE_CHOICES.items()}
+
+
+def check_available(installed: list, field: str, value: str, device) -> None:
+    """Refuse (ConfigError) a value a plugin added that cannot run on `device` here (its extra not installed)."""
+    owner = next((plugin for plugin in installed if value in plugin.choices().get(field, ())), None)
+    reason = owner.unavailable(field, value, device) if owner is not None else None
+    if reason:
+        raise ConfigError(reason)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +69,7 @@ def _default(name: str) -> str:
     return f" (default: {getattr(config.TrainConfig(), name)})"
 
 
-def _data_flags(p: argparse.ArgumentParser) -> None:
+def _data_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", help="a folder with train/ and val/ of class folders; a folder of class folders "
                                   "split by --val-split; a labels .csv (path,label[,split]) or a folder holding "
@@ -68,12 +81,12 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
                    "recorded its --val-split anew (validation may then hold images it trained on)")
     g.add_argument("--image-size", type=int, help=f"default: {DEMO_IMAGE_SIZE} for the demo data; the weights' crop "
                                                   "when pretrained; else the data's typical image size")
-    g.add_argument("--augment", choices=CHOICES["augment"], help="training augmentation: none; light (small "
+    g.add_argument("--augment", choices=choices["augment"], help="training augmentation: none; light (small "
                    "shifts, turns and zooms, no mirroring: digits, text, scans); standard (random crops and "
                    "horizontal flips: photos)" + _default("augment"))
     g.add_argument("--workers", type=int, help="DataLoader worker processes (default: the cores this process may use "
                    "per ddp rank on the node, less one; here " + f"{config.default_workers()})")
-    g.add_argument("--decode", choices=CHOICES["decode"], help="where JPEGs are decoded: cpu (in the loader "
+    g.add_argument("--decode", choices=choices["decode"], help="where JPEGs are decoded: cpu (in the loader "
                    "workers); device (the workers read bytes, the GPU decodes, resizes, crops and flips); auto: "
                    "device for JPEG data on CUDA" + _default("decode"))
     g.add_argument("--cache-images", action="store_true",
@@ -83,7 +96,7 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
                    "than this fraction of a split stops the run" + _default("max_bad_fraction"))
 
 
-def _model_flags(p: argparse.ArgumentParser) -> None:
+def _model_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("model")
     g.add_argument("--backbone", help="a torchvision classification model name, or your own nn.Module as "
                    "package.module:ClassOrFactory (importable, e.g. on PYTHONPATH; see backbones.py)"
@@ -97,11 +110,11 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
                    "to run otherwise (repeatable; config.TRUSTED_IMPORTS lists your project's own)")
 
 
-def _optimisation_flags(p: argparse.ArgumentParser) -> None:
+def _optimisation_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("optimisation")
     g.add_argument("--epochs", type=int, help="epochs to train" + _default("epochs"))
     g.add_argument("--batch-size", type=int, help="images per batch (per process under ddp)" + _default("batch_size"))
-    g.add_argument("--optimizer", choices=CHOICES["optimizer"], help="adamw, or sgd (with --momentum and "
+    g.add_argument("--optimizer", choices=choices["optimizer"], help="adamw, or sgd (with --momentum and "
                    "--nesterov); each brings its own --lr and --weight-decay defaults" + _default("optimizer"))
     chosen = config.TrainConfig.optimizer
     g.add_argument("--lr", type=float, help="learning rate of the head" + optimization.defaults_help("lr", chosen))
@@ -109,7 +122,7 @@ def _optimisation_flags(p: argparse.ArgumentParser) -> None:
                    help="weight decay" + optimization.defaults_help("weight_decay", chosen))
     g.add_argument("--momentum", type=float, help="--optimizer sgd: momentum" + _default("momentum"))
     g.add_argument("--nesterov", action="store_true", help="--optimizer sgd: Nesterov momentum")
-    g.add_argument("--schedule", choices=CHOICES["schedule"], help="learning rate per optimizer step after the "
+    g.add_argument("--schedule", choices=choices["schedule"], help="learning rate per optimizer step after the "
                    "warmup: cosine to 0 at the last epoch; step: times --step-gamma every --step-epochs epochs; "
                    "constant" + _default("schedule"))
     g.add_argument("--step-epochs", type=int, metavar="N", help="--schedule step: epochs between drops"
@@ -126,7 +139,7 @@ def _optimisation_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--patience", type=int, metavar="N", help="stop when val_acc has not improved for N epochs")
 
 
-def _finetuning_flags(p: argparse.ArgumentParser) -> None:
+def _finetuning_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("fine-tuning")
     g.add_argument("--freeze-backbone", action="store_true",
                    help="train the head only; the backbone's weights and BatchNorm statistics stay as loaded")
@@ -140,7 +153,7 @@ def _finetuning_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cutmix", type=float, metavar="ALPHA", help="CutMix alpha (0: off)")
 
 
-def _run_folder_flags(p: argparse.ArgumentParser) -> None:
+def _run_folder_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("run folder")
     g.add_argument("--out", help="run directory for checkpoints, metrics and plots (default: a new "
                                  "runs/<timestamp>, linked as runs/latest)")
@@ -152,21 +165,21 @@ def _run_folder_flags(p: argparse.ArgumentParser) -> None:
                    "loses at most that much (default: at epoch ends and on SIGINT/SIGTERM only)")
     g.add_argument("--config", metavar="FILE",
                    help="a run's config.json: replay its settings (flags given beside it win; --out is not taken)")
-    g.add_argument("--logger", choices=CHOICES["logger"],
-                   help="where each epoch's metrics.csv row also goes: csv (metrics.csv only; none: the same), "
-                        "tensorboard (event files in --out), mlflow, wandb (each needs pip install -e '.[NAME]'; "
-                        "training/tracking.py: where they store)"
+    g.add_argument("--logger", choices=choices["logger"],
+                   help="where each epoch's metrics.csv row also goes: csv (metrics.csv only; none: the same), or "
+                        "the tracker the project was generated with (plugins/; pip install -e '.[NAME]')"
                         + _default("logger"))
 
 
-def _device_flags(p: argparse.ArgumentParser) -> None:
+def _device_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("device and precision")
     g.add_argument("--device", help=f"auto, auto:free[:MIN], cpu, cuda, cuda:N, GPU-<uuid>, mps, xpu "
                                     f"(default: ${config.DEVICE_ENV_VAR}, else {config.DEFAULT_DEVICE})")
-    g.add_argument("--precision", choices=CHOICES["precision"],
+    g.add_argument("--precision", choices=choices["precision"],
                    help="autocast dtype; fp16 adds a GradScaler on CUDA" + _default("precision"))
-    g.add_argument("--parallel", choices=CHOICES["parallel"], help="dp: DataParallel over the visible GPUs; ddp: one "
-                   "process per device under torchrun" + _default("parallel"))
+    g.add_argument("--parallel", choices=choices["parallel"], help="dp: DataParallel over the visible GPUs; ddp (a "
+                   "project generated with multi_gpu=ddp): one process per device under torchrun"
+                   + _default("parallel"))
     g.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
                    help="NHWC memory format for the model and its inputs (faster convolutions on tensor cores; "
                         "default: on when autocasting (fp16, bf16) on CUDA)")
@@ -179,11 +192,13 @@ def _device_flags(p: argparse.ArgumentParser) -> None:
                    help="guard every submodule: a misplaced input names the submodule and both devices")
 
 
-def get_args_parser() -> argparse.ArgumentParser:
-    """train.py's flags in groups; a flag not typed is absent from the parsed namespace (SUPPRESS)."""
+def get_args_parser(installed: list | None = None) -> argparse.ArgumentParser:
+    """train.py's flags in groups, with the choices `installed` plugins add (default: this project's); a flag not
+    typed is absent from the parsed namespace (SUPPRESS)."""
     p = argparse.ArgumentParser(description="Train the image classifier.", argument_default=argparse.SUPPRESS)
+    chosen = choices(installed)
     for add in (_data_flags, _model_flags, _optimisation_flags, _finetuning_flags, _run_folder_flags, _device_flags):
-        add(p)
+        add(p, chosen)
     return p
 
 
@@ -211,7 +226,7 @@ def check(cfg: config.TrainConfig) -> None:
         raise ConfigError(f"--image-size must be at most {MAX_IMAGE_SIZE}, got {cfg.image_size}")
     if cfg.save_every_minutes < 0 or not 0 <= cfg.max_bad_fraction < 1:
         raise ConfigError("--save-every-minutes must be >= 0 and --max-bad-fraction in [0, 1)")
-    backbones.check_backbone(cfg.backbone)
+    backbones.resolve_backbone(cfg.backbone)
     if cfg.image_size:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
     for problem in recipe.check_config(cfg):
@@ -232,48 +247,12 @@ def _check_numbers(cfg: config.TrainConfig) -> None:
         raise ConfigError(f"--label-smoothing must be in [0, 1), got {cfg.label_smoothing}")
 
 
-def resumed(settled: Settled, saved: dict, source: str,
-            trained_image_size: int | None = None) -> tuple[Settled, list[str]]:
-    """The settings of the run `source` continues: the checkpoint's `saved` config, with the flags that may change.
-
-    A typed flag that would change the run's meaning (MAY_CHANGE_ON_RESUME lists the others) raises
-    ConfigError naming it, unless its value is the run's own. Returns the notes to print.
-    """
-    if "init_from" in settled.explicit:
-        raise ConfigError("--init-from starts a new run from a checkpoint's weights; it cannot be combined "
-                          "with --resume, which continues one")
-    fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
-    own = {name: value for name, value in saved.items() if name in fields}
-    notes = []
-    for name in sorted(settled.explicit & fields):
-        typed = getattr(settled.cfg, name)
-        was = trained_image_size if name == "image_size" and own.get(name) is None else own.get(name, typed)
-        if typed == was or name in ("out", "resume", "overwrite", "resplit"):
-            continue
-        flag = f"--{name.replace('_', '-')}"
-        if name not in MAY_CHANGE_ON_RESUME:
-            raise ConfigError(f"{flag} {typed} would change the run {source} continues (it has {was}); leave it "
-                              f"out to resume, or start a new run from its weights with --init-from {source}")
-        notes.append(f"resume: {flag} {typed} (the run had {was})")
-    # How and where this process runs is its own: the device spec, the run folder and what to continue from.
-    keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite", "resplit",
-                                                          "allow_import")}
-    chosen = {**own, **{name: getattr(settled.cfg, name) for name in settled.explicit & fields}, **keep}
-    if "threads" not in settled.explicit and not 1 <= (chosen.get("threads") or 1) <= usable_cores():
-        notes.append(f"resume: the default thread count, the run's {chosen['threads']} being more than this "
-                     "machine's cores (CPU sums then differ from an unbroken run's in their last bits)")
-        chosen["threads"] = None
-    cfg = dataclasses.replace(settled.cfg, **chosen)
-    check(cfg)
-    return dataclasses.replace(settled, cfg=cfg), notes
-
-
-def settle(argv: list[str] | None = None) -> Settled:
+def settle(argv: list[str] | None = None, installed: list | None = None) -> Settled:
     """Flags, a --config file and the generated defaults, as one checked TrainConfig (ConfigError if bad)."""
-    given = vars(get_args_parser().parse_args(argv))
+    given = vars(get_args_parser(installed).parse_args(argv))
     switches = {name: given.pop(name, False) for name in ("verbose", "debug_devices")}
     trusted = config.trusted_imports(given.get("backbone"), given.get("data"), *given.get("allow_import", []))
-    from_file = read_config_file(given.pop("config"), CHOICES, trusted=trusted) if "config" in given else {}
+    from_file = read_config_file(given.pop("config"), choices(installed), trusted=trusted) if "config" in given else {}
     chosen = {**from_file, **given}
     chosen["device"] = config.device_spec(chosen.get("device"))  # the flag, else the environment, else the default
     cfg = dataclasses.replace(config.TrainConfig(), **{**optimizer_defaults(chosen), **chosen})

@@ -246,15 +246,17 @@ def test_partial_writes_left_by_a_killed_process_are_removed_and_checkpoints_kep
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt", "notes.txt"]
 
 
-def test_a_write_that_fails_before_the_rename_leaves_the_old_file_and_no_temp(tmp_path):
-    """An error after the data is on disk but before os.replace: the old file is intact, the temp is gone."""
+def test_a_write_that_fails_before_the_rename_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
+    """An error after the data is on disk, at os.replace: the old file is intact, the temp is gone."""
     save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 1})
 
-    def fail():
+    def fail(source, target):
         raise OSError("disk vanished")
 
+    monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(OSError):
-        save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 2}, before_replace=fail)
+        save_checkpoint(tmp_path / "last.pt", {"model": {}, "epoch": 2})
+    monkeypatch.undo()
     assert load_checkpoint(tmp_path / "last.pt")["epoch"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
 

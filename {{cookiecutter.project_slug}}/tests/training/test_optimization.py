@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }} import settings
+from {{ cookiecutter.package_name }} import settings, startup
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import optimization, recipe
@@ -140,4 +140,4 @@ def test_resume_refuses_another_optimizer_or_schedule(argv):
     """They change what is trained: --resume with another one is refused by name."""
     saved = TrainConfig().to_dict()
     with pytest.raises(ConfigError, match=argv[0]):
-        settings.resumed(settings.settle(argv), saved, "runs/x/last.pt")
+        startup.own_settings(settings.settle(argv), saved, "runs/x/last.pt")

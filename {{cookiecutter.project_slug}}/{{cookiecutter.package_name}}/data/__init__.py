@@ -12,7 +12,6 @@ preprocessing, caching, unreadable images, seeded sampling, and the loaders, beh
     preprocessing.py  which input size and normalisation a run uses, and why
     transforms.py     Preprocessing and the torchvision v2 transforms that apply it
     loaders.py        DataLoaders pinned exactly when the device is CUDA
-    device_decode.py  --decode device: workers read JPEG bytes, the device decodes, resizes, crops and flips
     sampling.py       shuffle order and augmentation as functions of (seed, epoch, index)
     unreadable.py     unreadable images skipped, reported once, counted
     cache.py          --cache-images: decode once into memory

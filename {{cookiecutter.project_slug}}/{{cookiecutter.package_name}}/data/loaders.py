@@ -64,7 +64,7 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
     resumed run redraws exactly what an uninterrupted one drew (see sampling.py); call
     `loader.sampler.set_epoch(epoch)` before each epoch. A given `sampler` (e.g. a
     DistributedSampler) still chooses the indices. `collate_fn`: None for torch's default (stacked tensors);
-    data/device_decode.CollateEncoded for batches the device decodes.
+    a plugin's for batches the device decodes (the gpu_decode answer).
     """
     if train:
         sampler = EpochSampler(len(dataset), seed, shuffle=True, inner=sampler, batch_size=batch_size)

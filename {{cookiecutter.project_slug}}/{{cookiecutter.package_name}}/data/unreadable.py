@@ -14,10 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-import torch.distributed as dist
 from torch.utils.data import Dataset
 
-from ..training import distributed
 from .errors import DataError
 
 MAX_IN_A_ROW = 32  # this many unreadable images one after another: the data is broken, not a file or two
@@ -104,13 +102,9 @@ class UnreadableLog:
         """Plain lists, for a checkpoint."""
         return {split: sorted(paths) for split, paths in self.found.items()}
 
-    def pool_ranks(self) -> None:
-        """Every rank's findings on every rank (a collective under ddp; each rank reads its own shard)."""
-        if not distributed.is_distributed():
-            return
-        gathered: list = [None] * distributed.world_size()
-        dist.all_gather_object(gathered, self.state())
-        for state in gathered:
+    def pool(self, processes) -> None:
+        """Every process's findings in every process (each reads its own share): all processes call it."""
+        for state in processes.gather(self.state()):
             for split, paths in state.items():
                 self.found[split].update(paths)
 

@@ -6,12 +6,10 @@ without a GPU, carries no pickled classes, and its model keys never hold the `mo
 `load_model_state` loads into a wrapped or plain model alike). Saving copies tensors to the CPU,
 never moves the model, and refuses up front, naming the key, a value that `weights_only`
 loading would refuse later (an argparse Namespace, a NumPy number). What this project's training checkpoints hold is
-decided in run_checkpoint.py; this file knows nothing of those keys.
+decided in training/run_state.py; this file knows nothing of those keys.
 
-Every file is written atomically (`atomic_file`, `atomic_write`: text or bytes): to a temp file
-in the same folder, flushed and fsynced, then `os.replace`d (and the folder fsynced), so a kill
-at any instant leaves the old file or the new one. The run's other files (metrics.csv,
-config.json, the plots) are written through the same functions. Loading checks the zip's
+Every file is written atomically (atomic.py: a temp file in the same folder, fsynced, then
+`os.replace`d), so a kill at any instant leaves the old file or the new one. Loading checks the zip's
 CRC-32s (torch.load does not: flipped bits would load as weights), unpickles with
 `weights_only=True` and no fallback, and turns every failure into a one-line CheckpointError.
 This file imports only torch and the standard library, so it can be copied into another
@@ -21,25 +19,21 @@ project as it is.
 from __future__ import annotations
 
 import collections
-import contextlib
-import errno
 import os
 import pickle
 import re
-import secrets
-import shutil
 import zipfile
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import torch
 from torch import nn
 
+from .atomic import atomic_file
+
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DataParallel/DDP, torch.compile
 _WRAPPER_HOP = re.compile(r"(?:^|(?<=\.))(?:module|_orig_mod)\.")  # 'features.module.0.weight': a wrapped submodule
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colours and bold in torch's messages
-_NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}  # a full disk, or a full quota
 # What torch.load(weights_only=True) accepts besides tensors and the types in get_safe_globals(), and the
 # containers it rebuilds. The rules grew: bytes and bytearray load from torch 2.5, complex and set from 2.6
 # (torch 2.4 refuses all four, so a file saved with one would fail on resume).
@@ -51,10 +45,6 @@ _SEQUENCES = (list, tuple, set) if torch.__version__ >= (2, 6) else (list, tuple
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, corrupt, unsafe, or for another model."""
-
-
-class DiskFullError(OSError):
-    """A file could not be written for lack of space (or quota); the message names the file."""
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -117,99 +107,6 @@ def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return to_cpu({plain_key(model, key): value for key, value in model.state_dict().items()})
 
 
-def _fsync_directory(folder: Path) -> None:
-    """Make a rename in `folder` durable across a power cut (POSIX; Windows cannot open folders)."""
-    if os.name != "posix":
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _replacing(path: Path, before_replace: Callable[[], None] | None) -> Iterator[Path]:
-    """A temp name beside `path` for the block to fill and fsync; then it is os.replace'd onto `path`.
-
-    On any error the temp file is removed (a full disk is a DiskFullError); after the replace the
-    folder is fsynced.
-    """
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
-    try:
-        yield tmp
-        if before_replace is not None:
-            before_replace()
-        os.replace(tmp, path)
-    except BaseException as error:
-        tmp.unlink(missing_ok=True)
-        if isinstance(error, OSError) and error.errno in _NO_SPACE:
-            full = DiskFullError(f"no space left on device: cannot write {path}")
-            full.errno = error.errno
-            raise full from None
-        raise
-    _fsync_directory(path.parent)
-
-
-@contextlib.contextmanager
-def atomic_file(path: str | os.PathLike, mode: str = "wb", *,
-                before_replace: Callable[[], None] | None = None) -> Iterator[IO]:
-    """Yield a temp file beside `path` (mode "wb" or "w"); on success fsync it and os.replace it onto `path`.
-
-    Readers, and a process killed at any instant, see the old file or the new one, never half.
-    The temp file lives in the same folder because os.replace is atomic only within one file
-    system, and it is created with mode 0o666 so the umask decides the permissions, as for a
-    plain open() (mkstemp's 0600 would hide a run from teammates). `before_replace` runs when
-    the data is on disk but not yet in place (tests use it to kill the process mid-write).
-    """
-    if mode not in ("wb", "w"):
-        raise ValueError(f"atomic_file writes whole files: mode 'wb' or 'w', not {mode!r}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _replacing(path, before_replace) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-
-
-def atomic_link(source: str | os.PathLike, path: str | os.PathLike, *,
-                before_replace: Callable[[], None] | None = None) -> Path:
-    """Give `path` the bytes of `source` (a file already on disk) atomically: a hard link, else an fsynced copy.
-
-    Files written through atomic_file are only ever replaced, never changed in place, so two names
-    for one inode stay correct when either is replaced later.
-    """
-    path = Path(path)
-    with _replacing(path, before_replace) as tmp:
-        try:
-            os.link(source, tmp)
-        except OSError:  # a file system without hard links: copy the bytes instead
-            shutil.copyfile(source, tmp)
-            with open(tmp, "rb+") as handle:
-                os.fsync(handle.fileno())
-    return path
-
-
-def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
-    """Replace `path` with `data` (bytes, or text written as UTF-8) atomically."""
-    with atomic_file(path, "wb" if isinstance(data, bytes) else "w") as handle:
-        handle.write(data)
-    return Path(path)
-
-
-def remove_partial_writes(folder: str | os.PathLike) -> list[Path]:
-    """Delete the temp files (`.NAME.*.tmp`) that processes killed inside atomic_file left in `folder`.
-
-    Call it only while no other process writes there (train.py does so when resuming).
-    """
-    stale = sorted(Path(folder).glob(".*.tmp"))
-    for path in stale:
-        path.unlink(missing_ok=True)
-    return stale
-
-
 def unsafe_value(obj: Any, where: str = "") -> str | None:
     """'config.args: argparse.Namespace' for the first value torch.load(weights_only=True) would refuse; else None."""
     allowed = {kind for kind in torch.serialization.get_safe_globals() if isinstance(kind, type)}
@@ -239,8 +136,7 @@ def _plain_fix(found: str) -> str:
                 "plain values (str, int, float, bool, None, and lists and dicts of them)")
 
 
-def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], *,
-                    before_replace: Callable[[], None] | None = None) -> Path:
+def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
     """Write `state` (CPU tensors and plain values) atomically with torch.save.
 
     A value that weights_only loading would refuse raises TypeError before anything is written.
@@ -249,7 +145,7 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], *,
     if found:
         raise TypeError(f"cannot save {path}: {found} would be refused by torch.load(weights_only=True); "
                         f"store {_plain_fix(found)} instead")
-    with atomic_file(path, "wb", before_replace=before_replace) as handle:
+    with atomic_file(path, "wb") as handle:
         writer = _RecordingWriter(handle)
         try:
             torch.save(state, writer)

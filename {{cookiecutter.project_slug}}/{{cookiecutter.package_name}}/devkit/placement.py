@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from .backends import DeviceError, backend_module
 
@@ -139,3 +140,42 @@ def same_device(**named: torch.Tensor | nn.Module) -> torch.device:
         listed = ", ".join(f"{name} on {device}" for name, device in devices.items())
         raise DeviceError(f"expected one device, got {listed}")
     return next(iter(devices.values()))
+
+
+# Factory functions that allocate a module's parameters and buffers; arange and tensor are left out
+# because builders also use them for arithmetic whose values they read (RegNet's stage widths).
+_ALLOCATORS = frozenset({torch.empty, torch.empty_strided, torch.zeros, torch.ones, torch.full,
+                         torch.rand, torch.randn, torch.randint, torch.eye})
+
+
+def _in_place(func) -> bool:
+    """True for torch's in-place operations (`normal_`, `zero_`), not for dunders (`__get__`)."""
+    name = getattr(func, "__name__", "")
+    return name.endswith("_") and not name.endswith("__")
+
+
+class _AllocateOnMeta(TorchFunctionMode):
+    """Like `with torch.device("meta")`, but index arithmetic keeps its values on the CPU.
+
+    In-place updates of meta tensors (the weight initialisers) are skipped: there are no values
+    to update, and torch runs them through slow Python reference implementations.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _ALLOCATORS and kwargs.get("device") is None:
+            kwargs["device"] = torch.device("meta")
+        elif _in_place(func) and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            return args[0]
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def building_on(device: torch.device) -> Iterator[None]:
+    """Create the parameters and buffers of modules built inside this block directly on `device`."""
+    if device.type != "meta":
+        with device:
+            yield
+        return
+    with _AllocateOnMeta():
+        yield

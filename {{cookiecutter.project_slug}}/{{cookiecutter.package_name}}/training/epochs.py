@@ -1,7 +1,7 @@
-"""A run's epochs: train and validate each, report it, save it; and what happens at each step boundary.
+"""A run's epochs: train and validate each, save it, tell the plugins; and what happens at each step boundary.
 
-A stop request ends a run one way: TrainingInterrupted, agreed by every rank, raised after a
-step (its mid-epoch checkpoint written) or after an epoch's checkpoint is written.
+A stop request ends a run one way: TrainingInterrupted, agreed by every process, raised after a step
+(its mid-epoch checkpoint written) or after an epoch's checkpoint is written.
 """
 
 from __future__ import annotations
@@ -14,26 +14,25 @@ from pathlib import Path
 import torch
 
 from .. import metrics, outputs
-from ..devkit.checkpoint import atomic_link
-from . import distributed, loop, recipe, run_state, seeding, stopping, tracking, wrapping
-from .pause_points import pause_point
+from ..devkit.atomic import atomic_link
+from . import loop, recipe, run_state, seeding, stopping
 from .run import Run
 
 
 def at_step_boundary(run: Run, out: Path, epoch: int, step: int, totals: loop.RunningTotals) -> None:
-    """After each optimizer step: save a mid-epoch last.pt when a signal came or the clock says so, and stop.
+    """After each optimizer step: the plugins hear of it; save a mid-epoch last.pt when a signal came or the clock
+    says so, and stop.
 
-    Under ddp every rank takes the same decision at the same step (one small all-reduce of host values
-    over the gloo control group: the device is never waited for), so the ranks stop together and the
-    checkpoint holds a step every rank completed.
+    With several processes every one takes the same decision at the same step (one small agreement of host
+    values, never waiting for the device), so they stop together and the checkpoint holds a step all completed.
     """
-    pause_point(f"step:{epoch}:{step}", until=run.stop)
-    signum, save_due = distributed.max_on_any_rank([run.stop.signum or 0, int(run.save_clock.due())])
+    for plugin in run.plugins:
+        plugin.after_step(run, epoch, step)
+    signum, save_due = run.processes.max([run.stop.signum or 0, int(run.save_clock.due())])
     if signum or save_due:
-        epoch_totals = totals.saved()  # a collective under ddp: every rank calls it
-        if distributed.is_main_process():
-            pause = functools.partial(pause_point, f"save:last.pt:{epoch}:{step}")
-            run_state.save(out / "last.pt", run.state(epoch, step, epoch_totals), before_replace=pause)
+        epoch_totals = totals.saved(run.hw)  # a collective with several processes: every one calls it
+        if run.processes.is_main():
+            run_state.save(out / "last.pt", run.state(epoch, step, epoch_totals))
         run.save_clock.reset()
     if signum:
         raise stopping.TrainingInterrupted(signum, epoch, step)
@@ -41,7 +40,7 @@ def at_step_boundary(run: Run, out: Path, epoch: int, step: int, totals: loop.Ru
 
 def _metrics_row(run: Run, epoch: int, train_stats: loop.EpochStats, val_stats: loop.EpochStats,
                  val_report: metrics.ClassReport) -> dict:
-    """metrics.csv's row for an epoch (the fixed columns first); every column reaches every logger."""
+    """metrics.csv's row for an epoch (the fixed columns first); every column reaches every plugin."""
     return {"epoch": epoch, "train_loss": round(train_stats.loss, 6), "train_acc": round(train_stats.acc, 6),
             "val_loss": round(val_stats.loss, 6), "val_acc": round(val_stats.acc, 6),
             "lr": run.optimizer.param_groups[-1]["lr"],  # the head's (the backbone's is lr * --backbone-lr-scale)
@@ -60,38 +59,26 @@ def run_epoch(run: Run, epoch: int, out: Path) -> dict:
         seeding.seed_epoch(cfg.seed, epoch)
     # start_step counts optimizer steps; each took --accum-steps batches
     run.train_loader.sampler.set_epoch(epoch, start=start_step * cfg.accum_steps * cfg.batch_size)
-    totals = loop.RunningTotals.start(run.device, run.resumed_totals if start_step else None)
-    progress = distributed.is_main_process()
     if recipe.freeze_backbone(run.model, recipe.backbone_frozen(epoch, cfg.freeze_backbone, cfg.unfreeze_at)):
-        # DDP and torch.compile take note of which parameters train when they wrap: wrap again
-        run.wrapped_model = wrapping.wrap_model(run.model, cfg.parallel, run.device, compile=cfg.compile)
-    step_losses = [] if run.logger.wants_step_losses else None
+        run.wrap()  # DDP and torch.compile take note of which parameters train when they wrap: wrap again
+    collect = any(getattr(plugin, "wants_step_losses", False) for plugin in run.plugins)
+    plan = loop.EpochPlan(epoch, start_step, loop.RunningTotals.start(run.device, run.resumed_totals
+                                                                     if start_step else None),
+                          functools.partial(at_step_boundary, run, out, epoch), [] if collect else None)
+    progress = run.processes.is_main()
     train_stats = loop.train_one_epoch(run.wrapped_model, run.loss_fn, run.optimizer, run.train_loader, run.hw,
-                                       scheduler=run.scheduler, epoch=epoch, recipe=run.step_recipe,
-                                       after_step=functools.partial(at_step_boundary, run, out, epoch),
-                                       start_step=start_step, totals=totals, step_losses=step_losses,
-                                       progress=progress)
-    run.step_losses = torch.stack(step_losses) if step_losses else None  # on the device; logged per epoch
-    pause_point(f"validate:{epoch}")
-    confusion = metrics.new_confusion(len(run.class_names), run.device)  # summed over ranks by evaluate
-    val_stats = loop.evaluate(wrapping.for_evaluation(run.wrapped_model), run.loss_fn, run.val_loader, run.hw,
+                                       recipe=run.step_recipe, epoch=plan, progress=progress)
+    run.step_losses = torch.stack(plan.step_losses) if plan.step_losses else None  # on the device
+    confusion = metrics.new_confusion(len(run.class_names), run.device)  # summed over processes by evaluate
+    val_stats = loop.evaluate(run.processes.for_evaluation(run.wrapped_model), run.loss_fn, run.val_loader, run.hw,
                               progress=progress, confusion=confusion)
-    run.unreadable.pool_ranks()
+    run.unreadable.pool(run.processes)
     run.unreadable.check()  # too many unreadable files: stop (exit 2) rather than train on what is left
     row = _metrics_row(run, epoch, train_stats, val_stats, metrics.class_report(confusion))
     if run.ema is not None:  # the averaged weights are validated too: best.pt keeps whichever is better
         ema_stats = loop.evaluate(run.ema.module, run.loss_fn, run.val_loader, run.hw, progress=progress)
         row.update(ema_val_loss=round(ema_stats.loss, 6), ema_val_acc=round(ema_stats.acc, 6))
     return row
-
-
-def open_logger(run: Run, out: Path) -> None:
-    """The run's logger on rank 0; on resume it drops what the interrupted run logged after its checkpoint."""
-    if distributed.is_main_process():
-        # global optimizer steps count from 1; a mid-epoch checkpoint already holds start_step of its epoch
-        first_step = (run.start_epoch - 1) * run.steps_per_epoch + run.start_step + 1
-        run.logger = tracking.open_logger(run.cfg.logger, out, purge_step=first_step, hparams=run.cfg.to_dict(),
-                                          resuming=run.cfg.resume is not None)  # continues its tracker run
 
 
 def save_epoch(run: Run, row: dict, out: Path) -> None:
@@ -102,36 +89,37 @@ def save_epoch(run: Run, row: dict, out: Path) -> None:
     score, weights = recipe.epoch_score(row)
     improved = score > run.best_acc
     run.best_acc = max(run.best_acc, score)
-    if not distributed.is_main_process():  # under ddp, rank 0 alone writes
+    if not run.processes.is_main():  # one process writes
         return
     state = run.state(row["epoch"])
     best = state if weights == "model" else run.state(row["epoch"], weights=weights)
     # last.pt is the commit point that --resume continues from, so a kill before it only repeats this
     # epoch (and rewrites the same best.pt). metrics.csv and curves.png follow it: they never show an
     # epoch that no checkpoint holds (a full disk stops the run at the checkpoint, before them).
-    pauses = {name: functools.partial(pause_point, f"save:{name}:{row['epoch']}") for name in ("best.pt", "last.pt")}
     if improved:
-        run_state.save(out / "best.pt", best, before_replace=pauses["best.pt"])
+        run_state.save(out / "best.pt", best)
     if improved and best is state:  # the same state: its bytes once, not a second serialisation and write
-        atomic_link(out / "best.pt", out / "last.pt", before_replace=pauses["last.pt"])
+        atomic_link(out / "best.pt", out / "last.pt")
     else:
-        run_state.save(out / "last.pt", state, before_replace=pauses["last.pt"])
+        run_state.save(out / "last.pt", state)
     outputs.write_metrics(out / "metrics.csv", run.rows)
     plots.save_figure(plots.curves_figure(run.rows), out / "curves.png")
     run.save_clock.reset()
 
 
-def log_epoch(run: Run, row: dict) -> None:
-    """Report the saved epoch to the tracker; one that fails is a note, and the run goes on with metrics.csv."""
+def tell_epoch(run: Run, plugin, row: dict) -> None:
+    """A saved epoch to a plugin; an optional one that fails (a tracker) is a warning, and the run goes on."""
     try:
-        run.logger.log_epoch(row, run.step_losses, last_step=row["epoch"] * run.steps_per_epoch)
+        plugin.after_epoch(run, row)
     except Exception as error:  # a corrupted store, a killed service, a full disk on the tracker's side
+        if not plugin.optional:
+            raise
         reason = (str(error).strip().splitlines() or [""])[0][:200]
-        print(f"warning: --logger {run.cfg.logger} failed at epoch {row['epoch']} ({type(error).__name__}: "
-              f"{reason}); metrics.csv and the checkpoints go on, the tracker does not", file=sys.stderr, flush=True)
+        print(f"warning: {plugin.name} failed at epoch {row['epoch']} ({type(error).__name__}: {reason}); "
+              "metrics.csv and the checkpoints go on without it", file=sys.stderr, flush=True)
         with contextlib.suppress(Exception):
-            run.logger.close()
-        run.logger = tracking.Logger()
+            plugin.close(run)
+        run.plugins.remove(plugin)
 
 
 def _summary(epoch: int, epochs: int, row: dict) -> str:
@@ -146,13 +134,14 @@ def train_epochs(run: Run, out: Path) -> None:
     cfg = run.cfg
     for epoch in range(run.start_epoch, cfg.epochs + 1):
         row = run_epoch(run, epoch, out)
-        save_epoch(run, row, out)  # first: the epoch is kept whatever the tracker does
-        log_epoch(run, row)
-        distributed.print_main(_summary(epoch, cfg.epochs, row))
-        signum = distributed.first_on_any_rank(run.stop.signum)
-        if signum is not None:
+        save_epoch(run, row, out)  # first: the epoch is kept whatever a plugin does after
+        for plugin in list(run.plugins):
+            tell_epoch(run, plugin, row)
+        run.processes.print(_summary(epoch, cfg.epochs, row))
+        signum = run.processes.max([run.stop.signum or 0])[0]
+        if signum:
             raise stopping.TrainingInterrupted(signum, epoch + 1, 0)
         if cfg.patience and recipe.epochs_without_improvement(run.rows) >= cfg.patience:
-            distributed.print_main(f"early stop: val_acc has not improved for {cfg.patience} epochs "
-                                   f"(best {run.best_acc:.3f})")
+            run.processes.print(f"early stop: val_acc has not improved for {cfg.patience} epochs "
+                                f"(best {run.best_acc:.3f})")
             return

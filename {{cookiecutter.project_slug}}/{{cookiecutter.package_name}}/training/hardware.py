@@ -1,6 +1,6 @@
-"""The run's hardware in one handle: device, precision policy, gradient scaler, memory format and the
-normalisation that turns the loader's uint8 batches into the model's float inputs on the device (decoding
-them there first when the loader hands over JPEG bytes: data/device_decode.py).
+"""The run's hardware in one handle: device, precision policy, gradient scaler, memory format, the processes
+training together (training/processes.py) and the normalisation that turns the loader's uint8 batches into
+the model's float inputs on the device (decoding them there first when the loader hands over encoded images).
 
 Defaults that use a GPU: TF32 matmuls for fp32 on CUDA, channels_last when autocasting on CUDA (`notes()`
 says which are on, for the start-up lines and config.json).
@@ -16,8 +16,8 @@ import dataclasses
 
 import torch
 
-from ..data.device_decode import EncodedBatch
 from ..devkit.precision import PrecisionPolicy, make_policy
+from ..processes import Processes
 
 
 def default_channels_last(device: torch.device, precision: str) -> bool:
@@ -47,10 +47,12 @@ class Hardware:
     memory_format: torch.memory_format = torch.contiguous_format
     normalization: tuple[torch.Tensor, torch.Tensor] | None = None  # (3, 1, 1) mean and std, on the device
     tf32: bool = False  # fp32 matmuls on TF32 tensor cores (use_tf32)
+    processes: Processes = dataclasses.field(default_factory=Processes)  # one, unless --parallel ddp
 
     @classmethod
     def create(cls, device: torch.device, precision: str = "fp32", channels_last: bool | None = False, *,
-               mean: tuple[float, ...] | None = None, std: tuple[float, ...] | None = None) -> Hardware:
+               mean: tuple[float, ...] | None = None, std: tuple[float, ...] | None = None,
+               processes: Processes | None = None) -> Hardware:
         """The handle for `device` under `precision` (fp32 | fp16 | bf16), NHWC when `channels_last` (None: the
         default, default_channels_last).
 
@@ -70,7 +72,7 @@ class Hardware:
         # Made once: a tensor built from Python floats per batch would be a pageable copy, i.e. a sync.
         normalization = None if mean is None or std is None else tuple(
             torch.as_tensor(values, dtype=torch.float32, device=device).view(-1, 1, 1) for values in (mean, std))
-        return cls(device, policy, policy.grad_scaler(), memory_format, normalization, tf32)
+        return cls(device, policy, policy.grad_scaler(), memory_format, normalization, tf32, processes or Processes())
 
     @property
     def channels_last(self) -> bool:
@@ -81,11 +83,11 @@ class Hardware:
         """The defaults in force, for the start-up lines and config.json."""
         return {"tf32": self.tf32, "channels_last": self.channels_last}
 
-    def batch(self, images: torch.Tensor | EncodedBatch,
-              targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, images, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch on the device, uint8 images made float and normalised there; non_blocking overlaps the copy
-        with compute when the loader pinned it. JPEG bytes (EncodedBatch) are decoded on the device first."""
-        if isinstance(images, EncodedBatch):
+        with compute when the loader pinned it. Encoded images (a plugin's batch with `to_images(device)`, such
+        as the gpu_decode answer's JPEG bytes) are decoded on the device first."""
+        if not isinstance(images, torch.Tensor):
             images = images.to_images(self.device)
         images = images.to(self.device, non_blocking=True, memory_format=self.memory_format)  # (B, 3, H, W)
         if images.dtype == torch.uint8:

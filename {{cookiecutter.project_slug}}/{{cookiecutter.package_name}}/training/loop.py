@@ -1,8 +1,8 @@
 """One pass over the training data, and one over validation data.
 
-Both take the run's hardware (device, precision, scaler, memory format) as one argument. Running
-totals stay on the device and are read back once per logging interval, because every `.item()`
-is a host-device synchronisation.
+Both take the run's hardware (device, precision, scaler, memory format, the processes training together)
+as one argument. Running totals stay on the device and are read back once per logging interval, because
+every `.item()` is a host-device synchronisation.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from ..metrics import update_confusion
-from .distributed import earliest_step, reduce_sums, sum_over_ranks
 from .hardware import Hardware
 
 
@@ -55,132 +53,127 @@ class RunningTotals:
                    torch.tensor(int(saved.get("correct", 0)), device=device), int(saved.get("seen", 0)),
                    float(saved.get("seconds", 0.0)))
 
-    def saved(self) -> dict:
-        """The sums over every rank as plain values (a collective under ddp: every rank calls it)."""
-        loss_sum, correct, seen = reduce_sums(self.loss_sum, self.correct, self.seen)
-        return {"loss_sum": float(loss_sum.item()), "correct": int(correct.item()), "seen": seen,
+    def summed(self, hw: Hardware) -> tuple[float, int, int]:
+        """(loss sum, correct, seen) over every process: one host read (a collective under ddp: all call it)."""
+        sums = torch.stack([self.loss_sum.double(), self.correct.double(),
+                            self.loss_sum.new_tensor(self.seen, dtype=torch.float64)])
+        loss_sum, correct, seen = hw.processes.total(sums).tolist()  # (3,) summed over processes
+        return loss_sum, int(correct), int(seen)
+
+    def saved(self, hw: Hardware) -> dict:
+        """The sums over every process as plain values, for a mid-epoch checkpoint."""
+        loss_sum, correct, seen = self.summed(hw)
+        return {"loss_sum": loss_sum, "correct": correct, "seen": seen,
                 "seconds": self.seconds_before + time.perf_counter() - self.started}
 
 
 @dataclasses.dataclass(frozen=True)
 class StepRecipe:
-    """What an optimizer step does besides stepping: gradient accumulation and clipping, EMA, MixUp/CutMix."""
+    """What an optimizer step does besides stepping: accumulation, clipping, EMA, MixUp/CutMix, the schedule."""
 
     accum_steps: int = 1  # batches whose gradients add up to one optimizer step
     clip_grad: float | None = None  # clip the gradients' total norm to this; None: no clipping
     ema: nn.Module | None = None  # an AveragedModel updated after every optimizer step
     mix: Callable | None = None  # mix(images, labels) -> (images, (B, C) targets): MixUp/CutMix
+    scheduler: object | None = None  # stepped after every optimizer step
+
+
+@dataclasses.dataclass
+class EpochPlan:
+    """Which epoch runs, from which optimizer step (a resume), and who hears of each step."""
+
+    number: int = 0
+    start_step: int = 0  # optimizer steps done before a mid-epoch resume (its loader skips their batches)
+    totals: RunningTotals | None = None  # the sums saved with them
+    after_step: Callable[[int, RunningTotals], None] | None = None  # may raise to stop (a stop request does)
+    step_losses: list[torch.Tensor] | None = None  # receives each step's mean loss, a device scalar
+    log_every: int = 10  # steps between reads of the device (the bar, the non-finite check)
 
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; the weights after that step are not worth saving."""
 
 
-def _check_finite(bad_step: torch.Tensor, epoch: int) -> None:
-    """Raise NonFiniteLossError naming the first bad step recorded on the device (one host sync).
-
-    Under ddp the ranks compare (a collective): a NaN on one rank stops every rank at the same check.
-    """
-    step = earliest_step(bad_step)
-    if step > 0:
-        raise NonFiniteLossError(f"non-finite loss at epoch {epoch} step {step}; "
+def _check_finite(bad_step: torch.Tensor, epoch: int, hw: Hardware) -> None:
+    """Raise NonFiniteLossError naming the first bad step over every process (one host read; all processes call)."""
+    steps = [step for step in hw.processes.gather(int(bad_step.item())) if step]
+    if steps:
+        raise NonFiniteLossError(f"non-finite loss at epoch {epoch} step {min(steps)}; "
                                  "training stopped, the checkpoint of the last completed epoch is kept")
 
 
-def _summary(loss_sum: torch.Tensor, correct: torch.Tensor, seen: int) -> dict[str, float]:
-    """Mean loss and accuracy so far (one host sync)."""
-    return {"loss": loss_sum.item() / max(seen, 1), "acc": correct.item() / max(seen, 1)}
-
-
 def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer, train_loader,
-                    hw: Hardware, *, scheduler=None, epoch: int = 0, recipe: StepRecipe = StepRecipe(),
-                    after_step: Callable[[int, RunningTotals], None] | None = None,
-                    start_step: int = 0, totals: RunningTotals | None = None,
-                    step_losses: list[torch.Tensor] | None = None, progress: bool = True,
-                    log_every: int = 10) -> EpochStats:
+                    hw: Hardware, *, recipe: StepRecipe = StepRecipe(), epoch: int | EpochPlan = 0,
+                    progress: bool = True) -> EpochStats:
     """Train for one epoch and return its mean loss, accuracy and throughput.
 
-    Optimizer steps count from 1; each adds up the gradients of `recipe.accum_steps` batches (the last
-    may have fewer), clipped to a total norm of `recipe.clip_grad` if given, then updates `recipe.ema`
-    (an AveragedModel). `recipe.mix(images, targets)` (MixUp/CutMix) turns targets into (B, C)
-    probabilities; accuracy is still measured against the original labels. `after_step(step, totals)` runs
-    after each optimizer step and may raise to stop (train.py's stop request does). A NaN/inf loss raises
-    NonFiniteLossError naming its step. `step_losses`, when given, receives each optimizer step's mean loss as
-    a device scalar (read once per epoch). A run resumed mid-epoch passes the optimizer steps already done
-    (`start_step`; its loader skips their `start_step * accum_steps` batches) and the `totals` saved with
-    them.
+    Optimizer steps count from 1; each adds up the gradients of `recipe.accum_steps` batches (the last may have
+    fewer), clipped to `recipe.clip_grad`, then updates `recipe.ema` and steps `recipe.scheduler`. With
+    `recipe.mix` (MixUp/CutMix) targets become (B, C) probabilities; accuracy still counts the labels. A NaN/inf
+    loss raises NonFiniteLossError naming its step. `epoch` (an EpochPlan) says where a resumed epoch starts.
     """
+    plan = epoch if isinstance(epoch, EpochPlan) else EpochPlan(epoch)
     model.train()
-    device, accum_steps = hw.device, recipe.accum_steps
-    totals = totals or RunningTotals.start(device)
-    loss_sum, correct = totals.loss_sum, totals.correct  # updated in place: `totals` sees every step
-    bad_step = torch.zeros((), device=device, dtype=torch.long)  # first step with a non-finite loss, 0: none
-    start, step = time.perf_counter(), start_step
-    first_batch = start_step * accum_steps
+    totals = plan.totals or RunningTotals.start(hw.device)
+    bad_step = torch.zeros((), device=hw.device, dtype=torch.long)  # first step with a non-finite loss, 0: none
+    first_batch, step, group_losses = plan.start_step * recipe.accum_steps, plan.start_step, []
     last_batch = first_batch + len(train_loader)
-    group_losses: list[torch.Tensor] = []  # this optimizer step's batch losses, for step_losses
     optimizer.zero_grad(set_to_none=True)
-    bar = tqdm(train_loader, desc=f"epoch {epoch} train", disable=not progress, leave=False)
+    bar = tqdm(train_loader, desc=f"epoch {plan.number} train", disable=not progress, leave=False)
     for batch, (images, labels) in enumerate(bar, start=first_batch + 1):
-        images, labels = hw.batch(images, labels)  # (B, 3, H, W), (B,)
-        images, targets = recipe.mix(images, labels) if recipe.mix is not None else (images, labels)  # (B,) or (B, C)
-        completes_group = batch % accum_steps == 0 or batch >= last_batch
-        with contextlib.nullcontext() if completes_group else no_sync(model):
-            with hw.autocast():
-                logits = model(images)  # (B, C)
-            loss = loss_fn(logits, targets)
-            hw.scaler.scale(loss / accum_steps).backward()
-        loss_sum += loss.detach() * labels.size(0)
-        correct += (logits.argmax(dim=1) == labels).sum()
-        totals.seen += labels.size(0)
-        if step_losses is not None:
-            group_losses.append(loss.detach())
-        # Recorded on the device and read only every log_every steps: no host sync per step.
-        bad_step = torch.where((bad_step == 0) & ~torch.isfinite(loss.detach()), step + 1, bad_step)
-        if not completes_group:
+        completes = batch % recipe.accum_steps == 0 or batch >= last_batch
+        loss = _forward_backward(model, loss_fn, hw, recipe, images, labels, totals, sync=completes)
+        group_losses.append(loss)
+        bad_step = torch.where((bad_step == 0) & ~torch.isfinite(loss), step + 1, bad_step)  # no host read
+        if not completes:
             continue  # gradients add up until the group is complete
-        _optimizer_step(model, optimizer, hw.scaler, recipe.clip_grad)
-        if recipe.ema is not None:
-            recipe.ema.update_parameters(model)
-        if scheduler is not None:
-            scheduler.step()
+        _optimizer_step(model, optimizer, hw, recipe)
         step += 1
-        if step_losses is not None:
-            step_losses.append(torch.stack(group_losses).mean())
-            group_losses.clear()
-        if (step - 1) % log_every == 0:
-            _check_finite(bad_step, epoch)
+        if plan.step_losses is not None:
+            plan.step_losses.append(torch.stack(group_losses).mean())
+        group_losses.clear()
+        if (step - 1) % plan.log_every == 0:
+            _check_finite(bad_step, plan.number, hw)
             if progress:
-                bar.set_postfix({**_summary(loss_sum, correct, totals.seen),
-                                 "img/s": f"{totals.seen / (time.perf_counter() - start):.0f}"})
-        if after_step is not None:
-            after_step(step, totals)
-    _check_finite(bad_step, epoch)
-    loss_sum, correct, seen = reduce_sums(loss_sum, correct, totals.seen)  # over every rank under ddp
-    means = _summary(loss_sum, correct, seen)
-    return EpochStats(means["loss"], means["acc"], seen, totals.seconds_before + time.perf_counter() - start)
+                seconds = time.perf_counter() - totals.started
+                bar.set_postfix(loss=f"{totals.loss_sum.item() / max(totals.seen, 1):.4f}",
+                                img_s=f"{totals.seen / max(seconds, 1e-9):.0f}")
+        if plan.after_step is not None:
+            plan.after_step(step, totals)
+    _check_finite(bad_step, plan.number, hw)
+    loss_sum, correct, seen = totals.summed(hw)
+    seconds = totals.seconds_before + time.perf_counter() - totals.started
+    return EpochStats(loss_sum / max(seen, 1), correct / max(seen, 1), seen, seconds)
 
 
-def no_sync(model: nn.Module) -> contextlib.AbstractContextManager:
-    """DDP's no_sync() for a micro-batch whose gradients only add up locally (a no-op without DDP).
+def _forward_backward(model: nn.Module, loss_fn: nn.Module, hw: Hardware, recipe: StepRecipe, images, labels,
+                      totals: RunningTotals, sync: bool) -> torch.Tensor:
+    """One micro-batch: its loss's gradients added up, its sums counted; the detached loss, on the device."""
+    images, labels = hw.batch(images, labels)  # (B, 3, H, W), (B,)
+    images, targets = recipe.mix(images, labels) if recipe.mix is not None else (images, labels)  # (B,) or (B, C)
+    with contextlib.nullcontext() if sync else hw.processes.no_sync(model):
+        with hw.autocast():
+            logits = model(images)  # (B, C)
+        loss = loss_fn(logits, targets)
+        hw.scaler.scale(loss / recipe.accum_steps).backward()
+    totals.loss_sum += loss.detach() * labels.size(0)
+    totals.correct += (logits.argmax(dim=1) == labels).sum()
+    totals.seen += labels.size(0)
+    return loss.detach()
 
-    Under DDP every backward all-reduces the gradients; with --accum-steps N only the group's last
-    micro-batch needs to, so the others skip N - 1 of every N all-reduces. torch.compile's wrapper
-    (`_orig_mod`) is looked through.
-    """
-    inner = getattr(model, "_orig_mod", model)
-    return inner.no_sync() if isinstance(inner, DistributedDataParallel) else contextlib.nullcontext()
 
-
-def _optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                    clip_grad: float | None) -> None:
-    """One optimizer step from the accumulated gradients, clipped first if asked; then clear them."""
-    if clip_grad is not None:
-        scaler.unscale_(optimizer)  # clip the true gradients, not the fp16-scaled ones
-        nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
-    scaler.step(optimizer)
-    scaler.update()
+def _optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, hw: Hardware, recipe: StepRecipe) -> None:
+    """One optimizer step from the accumulated gradients, clipped first if asked; then the EMA and the schedule."""
+    if recipe.clip_grad is not None:
+        hw.scaler.unscale_(optimizer)  # clip the true gradients, not the fp16-scaled ones
+        nn.utils.clip_grad_norm_(model.parameters(), recipe.clip_grad)
+    hw.scaler.step(optimizer)
+    hw.scaler.update()
     optimizer.zero_grad(set_to_none=True)
+    if recipe.ema is not None:
+        recipe.ema.update_parameters(model)
+    if recipe.scheduler is not None:
+        recipe.scheduler.step()
 
 
 @torch.inference_mode()
@@ -189,30 +182,25 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, 
              on_batch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None) -> EpochStats:
     """Mean loss and accuracy of `model` over `val_loader`, without gradients.
 
-    The one evaluation loop: training's validation and evaluate.py both run it, so their numbers
-    agree. Pass a (C, C) `confusion` matrix (metrics.new_confusion) to also count predictions in it (summed
-over every rank under ddp), and
-    `on_batch(images, targets, logits)` to see every batch (e.g. metrics.ConfidentMistakes).
+    The one evaluation loop: training's validation and evaluate.py both run it, so their numbers agree.
+    Pass a (C, C) `confusion` matrix (metrics.new_confusion) to also count predictions in it (summed over
+    every process), and `on_batch(images, targets, logits)` to see every batch (metrics.ConfidentMistakes).
     """
     model.eval()
-    device = hw.device
-    loss_sum = torch.zeros((), device=device)
-    correct = torch.zeros((), device=device, dtype=torch.long)
-    seen, start = 0, time.perf_counter()
+    totals = RunningTotals.start(hw.device)
     for images, targets in tqdm(val_loader, desc="validate", disable=not progress, leave=False):
         images, targets = hw.batch(images, targets)
         with hw.autocast():
             logits = model(images)
         predictions = logits.argmax(dim=1)  # (B,)
-        loss_sum += loss_fn(logits, targets) * targets.size(0)
-        correct += (predictions == targets).sum()
-        seen += targets.size(0)
+        totals.loss_sum += loss_fn(logits, targets) * targets.size(0)
+        totals.correct += (predictions == targets).sum()
+        totals.seen += targets.size(0)
         if confusion is not None:
             update_confusion(confusion, predictions, targets)
         if on_batch is not None:
             on_batch(images, targets, logits)
-    loss_sum, correct, seen = reduce_sums(loss_sum, correct, seen)  # over every rank under ddp
     if confusion is not None:
-        sum_over_ranks(confusion)  # every rank's counts: the figures cover the whole split
-    totals = _summary(loss_sum, correct, seen)
-    return EpochStats(totals["loss"], totals["acc"], seen, time.perf_counter() - start)
+        hw.processes.total(confusion)  # every process's counts: the figures cover the whole split
+    loss_sum, correct, seen = totals.summed(hw)
+    return EpochStats(loss_sum / max(seen, 1), correct / max(seen, 1), seen, time.perf_counter() - totals.started)

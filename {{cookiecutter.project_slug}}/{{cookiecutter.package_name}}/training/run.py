@@ -13,7 +13,8 @@ from .. import loss, model, outputs
 from ..config import TrainConfig, trusted_imports
 from ..data import build_loaders
 from ..data.loaders import PREFETCH_BATCHES
-from . import distributed, optimization, progress, recipe, run_state, stopping, tracking, wrapping
+from ..processes import Processes
+from . import optimization, recipe, run_state, stopping, wrapping
 from .hardware import Hardware
 from .loop import StepRecipe
 
@@ -21,65 +22,75 @@ from .loop import StepRecipe
 class Run:
     """One training run on one device: data, model, loss, optimizer, schedule and the run's progress.
 
-    `model` is the plain model: checkpoints are saved from it and loaded into it. `wrapped_model`
-    is what the steps run through: the same model inside DataParallel, DDP and/or torch.compile.
+    `model` is the plain model: checkpoints are saved from it and loaded into it. `wrapped_model` is what the
+    steps run through: the same model inside DataParallel, DDP and/or torch.compile. `plugins` are what the
+    project's answers added (plugins/); `processes` the processes training together (one by default).
     """
 
-    def __init__(self, cfg: TrainConfig, device: torch.device):
-        self.cfg, self.device = cfg, device
+    def __init__(self, cfg: TrainConfig, device: torch.device, processes: Processes | None = None, plugins=()):
+        self.cfg, self.device, self.plugins = cfg, device, list(plugins)
+        self.processes = processes or Processes()
         self.trusted = trusted_imports(cfg.backbone, cfg.data, *cfg.allow_import)  # settled: the run's own
-        # The weights' own preprocessing: a checkpoint's when continuing or starting from one
-        start = cfg.resume or cfg.init_from
+        start = cfg.resume or cfg.init_from  # the weights' own preprocessing: the checkpoint's
         source = run_state.read(start, trusted=self.trusted) if start else None
-        data = build_loaders(cfg, device, saved=run_state.preprocessing(source) if source else None,
-                             on_unreadable=self.note_unreadable,
+        self._build_data(source)
+        self.hw = Hardware.create(device, self.cfg.precision, self.cfg.channels_last, mean=self.preprocessing.mean,
+                                  std=self.preprocessing.std, processes=self.processes)
+        self._build_model(source)
+        self.start_epoch, self.start_step, self.best_acc, self.rows = 1, 0, -1.0, []
+        self.resumed_totals: dict | None = None  # a mid-epoch checkpoint's sums for the epoch it continues
+        self.resume_notes: list[str] = []  # what a resume under another layout changes
+        self.stop = stopping.StopRequest()  # flagged by SIGINT/SIGTERM once train() installs it
+        self.save_clock = stopping.SaveClock(self.cfg.save_every_minutes)
+        self.step_losses = None  # the last epoch's per-step losses on the device, for a tracker plugin
+
+    def _build_data(self, source: dict | None) -> None:
+        cfg = self.cfg
+        data = build_loaders(cfg, self.device, saved=run_state.preprocessing(source) if source else None,
+                             on_unreadable=self.note_unreadable, processes=self.processes, plugins=self.plugins,
                              recorded_split=source.get("split") if cfg.resume else None)  # refused if moved
         self.split = data.split  # recorded in every checkpoint and config.json (data/splits.py)
-        if distributed.is_main_process():
-            for note in data.notes:  # what the listing left out: hidden names, directory links
-                print(note, file=sys.stderr)
+        self.notes = data.notes  # what the listing left out: hidden names, directory links
         self.train_loader, self.val_loader, self.class_names = data.train_loader, data.val_loader, data.class_names
-        self.preprocessing, self.unreadable = data.preprocessing, data.unreadable
+        self.preprocessing, self.unreadable, self.class_counts = data.preprocessing, data.unreadable, data.class_counts
         self.decode, self.decode_reason = data.decode, data.decode_reason
-        # A resumed run augments as its checkpoint did (build_loaders took its preprocessing); record that recipe
+        # A resumed run augments as its checkpoint did (build_loaders took its preprocessing); record that recipe.
         # --resplit acts once, here: what checkpoints and config.json record is the new split, not the flag
-        self.cfg = cfg = dataclasses.replace(cfg, augment=self.preprocessing.augment, resplit=False)
+        self.cfg = dataclasses.replace(cfg, augment=self.preprocessing.augment, resplit=False)
         self.image_size = self.preprocessing.image_size
-        # The loaders yield uint8: the hardware handle makes them float with the preprocessing's normalisation
-        self.hw = Hardware.create(device, cfg.precision, cfg.channels_last, mean=self.preprocessing.mean,
-                                  std=self.preprocessing.std)
+
+    def _build_model(self, source: dict | None) -> None:
+        cfg, device = self.cfg, self.device
         self.model = model.build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device,
                                        image_size=self.image_size).to(memory_format=self.hw.memory_format)
-        if cfg.init_from:  # a fresh head where the classes differ
-            self.fresh = run_state.init_model_from(source, self.model, cfg.init_from)
-        self.loss_fn = loss.WeightedCrossEntropy(loss.balanced_class_weights(data.class_counts),
+        self.fresh = run_state.init_model_from(source, self.model, cfg.init_from) if cfg.init_from else []
+        self.loss_fn = loss.WeightedCrossEntropy(loss.balanced_class_weights(self.class_counts),
                                                  cfg.label_smoothing).to(device)
         self.optimizer = recipe.make_optimizer(self.model, cfg)
         self.scheduler = optimization.make_scheduler(self.optimizer, cfg, self.steps_per_epoch)
         self.ema = recipe.make_ema(self.model, cfg.ema) if cfg.ema else None
         self.step_recipe = StepRecipe(cfg.accum_steps, cfg.clip_grad, self.ema,
-                                      recipe.batch_mixer(cfg.mixup, cfg.cutmix, len(self.class_names)))
+                                      recipe.batch_mixer(cfg.mixup, cfg.cutmix, len(self.class_names)),
+                                      self.scheduler)
         recipe.freeze_backbone(self.model, recipe.backbone_frozen(1, cfg.freeze_backbone, cfg.unfreeze_at))
-        self.wrapped_model = wrapping.wrap_model(self.model, cfg.parallel, device, compile=cfg.compile)
-        self.start_epoch, self.start_step, self.best_acc, self.rows = 1, 0, -1.0, []
-        self.resumed_totals: dict | None = None  # a mid-epoch checkpoint's sums for the epoch it continues
-        self.resume_notes: list[str] = []  # what a resume under another layout changes
-        self.stop = stopping.StopRequest()  # flagged by SIGINT/SIGTERM once train() installs it
-        self.logger, self.step_losses = tracking.Logger(), None  # open_logger() replaces the no-op logger
-        self.save_clock = stopping.SaveClock(cfg.save_every_minutes)
+        self.wrap()
+
+    def wrap(self) -> None:
+        """(Re)build what the steps run through (DDP and torch.compile note which parameters train when they wrap)."""
+        self.wrapped_model = wrapping.wrap_model(self.model, self.cfg.parallel, self.device, compile=self.cfg.compile,
+                                                 processes=self.processes)
 
     def machine(self) -> dict:
         """How this process feeds and runs the device (config.json's `machine`): loader workers and prefetch,
-        where JPEGs are decoded and why, torch's CPU threads, TF32 and channels_last as in force."""
+        where images are decoded and why, torch's CPU threads, TF32 and channels_last as in force."""
         return {"workers": self.cfg.workers, "prefetch": PREFETCH_BATCHES if self.cfg.workers else 0,
                 "threads": torch.get_num_threads(),
                 "decode": self.decode, "decode_reason": self.decode_reason, **self.hw.notes()}
 
     def machine_notes(self) -> list[str]:
         """The start-up lines that say how the device is fed and what runs by default."""
-        machine = self.machine()
-        on = {True: "on", False: "off"}
-        return [f"loader: {machine['workers']} workers, {machine['prefetch']} batches prefetched each; JPEGs decoded "
+        machine, on = self.machine(), {True: "on", False: "off"}
+        return [f"loader: {machine['workers']} workers, {machine['prefetch']} batches prefetched each; images decoded "
                 f"on the {machine['decode']} ({machine['decode_reason']})",
                 f"torch threads: {machine['threads']}; tf32 matmuls: {on[machine['tf32']]}; "
                 f"channels_last: {on[machine['channels_last']]}"]
@@ -89,24 +100,16 @@ class Run:
         """Optimizer steps in one epoch (batches grouped by --accum-steps): the logger's step axis."""
         return optimization.optimizer_steps_per_epoch(len(self.train_loader), self.cfg.accum_steps)
 
-    @property
-    def layout(self) -> progress.Layout:
+    def layout(self) -> dict:
         """How this run cuts an epoch into optimizer steps (recorded in checkpoints)."""
-        return progress.Layout(distributed.world_size(), self.cfg.batch_size, self.cfg.accum_steps,
-                               self.steps_per_epoch, distributed.is_distributed())
+        return self.processes.layout(self.cfg.batch_size, self.cfg.accum_steps, self.steps_per_epoch)
 
     def state(self, epoch: int, step: int = 0, epoch_totals: dict | None = None, weights: str = "model") -> dict:
         """A checkpoint after `step` optimizer steps of `epoch`, 0: the whole epoch (layout: run_state.py).
 
         `weights="ema"`: the averaged weights go under `model` (a best.pt where they validated better).
         """
-        return run_state.training_state(
-            model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.hw.scaler,
-            loss_fn=self.loss_fn, epoch=epoch, best_val_acc=self.best_acc, config=self.cfg.to_dict(),
-            class_names=self.class_names, image_size=self.image_size, metrics=self.rows,
-            preprocessing=self.preprocessing, ema=self.ema, weights=weights, step=step,
-            epoch_totals=epoch_totals, unreadable=self.unreadable.state(), split=self.split,
-            layout=self.layout.to_dict())
+        return run_state.training_state(self, epoch, step=step, epoch_totals=epoch_totals, weights=weights)
 
     def close(self) -> None:
         """End the loaders' worker processes (train.py closes every Run, on success and on error alike)."""
@@ -114,7 +117,7 @@ class Run:
         self.val_loader.close()
 
     def note_unreadable(self, split: str, path: str, reason: str) -> None:
-        """Warn the first time an image turns out unreadable (on the rank that read it)."""
+        """Warn the first time an image turns out unreadable (in the process that read it)."""
         if self.unreadable.add(split, path):
             tqdm.tqdm.write(f"warning: skipping unreadable image {path}: {reason}", file=sys.stderr)  # above the bar
 
@@ -126,15 +129,14 @@ class Run:
         state = run_state.read(path, trusted=self.trusted)
         run_state.check_classes(state, self.class_names, path)
         epoch, step = run_state.resume_position(state)
-        # Another world size: the same sample of the epoch in this run's steps (or a ResumeLayoutError)
-        saved = run_state.saved_layout(state, path)
-        self.start_epoch, self.start_step = epoch, progress.continue_at(saved, step, self.layout, f"{path}")
-        self.resume_notes = progress.changes(saved, self.layout)
-        run_state.restore_training(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                                   scaler=self.hw.scaler, source=path, ema=self.ema,
+        # Another number of processes: the same sample of the epoch in this run's steps, or a ResumeLayoutError
+        self.start_step, self.resume_notes = self.processes.continue_at(state.get("layout"), step, self.layout(),
+                                                                        path)
+        self.start_epoch = epoch
+        run_state.restore_training(state, run=self, source=path,
                                    steps_done=(epoch - 1) * self.steps_per_epoch + self.start_step)
-        # The saved sums are every rank's together: rank 0 alone carries them on.
-        self.resumed_totals = state.get("epoch_totals") if self.start_step and distributed.is_main_process() else None
+        # The saved sums are every process's together: the main one alone carries them on.
+        self.resumed_totals = state.get("epoch_totals") if self.start_step and self.processes.is_main() else None
         self.best_acc = state["best_val_acc"]
         self.unreadable.found.update({split: set(paths) for split, paths in state.get("unreadable", {}).items()})
         self.rows = run_state.metrics_until_epoch(state, outputs.read_metrics(Path(self.cfg.out) / "metrics.csv"))

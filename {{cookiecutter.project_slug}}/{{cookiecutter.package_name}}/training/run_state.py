@@ -34,13 +34,11 @@ predict.py read it with `read`, which checks every value first (state_check.py).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from torch.optim.swa_utils import AveragedModel
 
 from .. import __version__
 from ..config import check_imports
@@ -48,49 +46,45 @@ from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
 from ..loss import WeightedCrossEntropy
 from ..model import Classifier, build_model
-from . import optimization, progress, recipe, run_folder, seeding, state_check
+from . import optimization, recipe, run_folder, seeding, state_check
 
 
-def training_state(*, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, scaler: torch.amp.GradScaler,
-                   loss_fn: nn.Module, epoch: int, best_val_acc: float, config: dict, class_names: list[str],
-                   image_size: int, metrics: list[dict], preprocessing: Preprocessing | None = None,
-                   ema: AveragedModel | None = None, weights: str = "model", step: int = 0,
-                   epoch_totals: dict | None = None, unreadable: dict[str, list[str]] | None = None,
-                   split: dict | None = None, layout: dict | None = None) -> dict[str, Any]:
-    """A checkpoint of a run after `step` steps of `epoch` (0: after the whole epoch): CPU copies and plain values.
-
-    `weights="ema"` puts the averaged weights under `model` (for a best.pt where they validated better).
-    """
+def training_state(run, epoch: int, *, step: int = 0, epoch_totals: dict | None = None,
+                   weights: str = "model") -> dict[str, Any]:
+    """A checkpoint of `run` (a training.run.Run) after `step` steps of `epoch` (0: after the whole epoch): CPU
+    copies and plain values. `weights="ema"` puts the averaged weights under `model` (a best.pt where they
+    validated better)."""
+    ema = run.ema
     averaged = None if ema is None else {"model": checkpoint.model_state(ema.module), "n_averaged": int(ema.n_averaged)}
     return {
-        "model": averaged["model"] if weights == "ema" else checkpoint.model_state(model),
+        "model": averaged["model"] if weights == "ema" else checkpoint.model_state(run.model),
         "weights": weights,
         "ema": averaged,
-        "preprocessing": (preprocessing or Preprocessing(image_size)).to_dict(),
-        "optimizer": checkpoint.to_cpu(optimizer.state_dict()),
-        "scheduler": scheduler.state_dict(),
-        "scaler": scaler.state_dict(),
-        "loss": checkpoint.to_cpu(loss_fn.state_dict()),
+        "preprocessing": run.preprocessing.to_dict(),
+        "optimizer": checkpoint.to_cpu(run.optimizer.state_dict()),
+        "scheduler": run.scheduler.state_dict(),
+        "scaler": run.hw.scaler.state_dict(),
+        "loss": checkpoint.to_cpu(run.loss_fn.state_dict()),
         "epoch": epoch,
         "step": step,
         "epoch_totals": dict(epoch_totals or {}),
-        "unreadable": {name: sorted(paths) for name, paths in (unreadable or {}).items()},
-        "split": dict(split or {}),  # how train and val were chosen (data/splits.py): --resume and evaluate check it
-        "best_val_acc": best_val_acc,
-        "config": dict(config),
-        "class_names": list(class_names),
-        "image_size": image_size,
+        "unreadable": run.unreadable.state(),
+        "split": dict(run.split or {}),  # how train and val were chosen (data/splits.py): resume and evaluate check
+        "best_val_acc": run.best_acc,
+        "config": run.cfg.to_dict(),
+        "class_names": list(run.class_names),
+        "image_size": run.image_size,
         "rng": seeding.rng_state(),
-        "metrics": [dict(row) for row in metrics],
+        "metrics": [dict(row) for row in run.rows],
         "version": __version__,
-        "layout": dict(layout or {}),
+        "layout": run.layout(),
     }
 
 
-def save(path: str | os.PathLike, state: dict[str, Any], *, before_replace: Callable[[], None] | None = None) -> Path:
+def save(path: str | os.PathLike, state: dict[str, Any]) -> Path:
     """Write a training checkpoint atomically (RunFolderLost when its run folder was deleted meanwhile)."""
     run_folder.check_claimed(Path(path).parent)
-    return checkpoint.save_checkpoint(path, state, before_replace=before_replace)
+    return checkpoint.save_checkpoint(path, state)
 
 
 def read(path: str | os.PathLike, map_location: torch.device | str = "cpu", *,
@@ -139,9 +133,7 @@ def check_classes(state: dict[str, Any], class_names: list[str], source: str) ->
             f"{source} was trained on classes {state['class_names']}, the data has {list(class_names)}")
 
 
-def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler,
-                     scaler: torch.amp.GradScaler, source: str, ema: AveragedModel | None = None,
-                     steps_done: int = 0) -> None:
+def restore_training(state: dict[str, Any], *, run, source: str, steps_done: int = 0) -> None:
     """Load weights, optimizer, scaler, EMA and RNG states into a freshly built run; its schedule at `steps_done`.
 
     The scheduler keeps the schedule built for this run (its epochs and steps per epoch may differ from the
@@ -149,13 +141,13 @@ def restore_training(state: dict[str, Any], *, model: nn.Module, optimizer: torc
     """
     if state.get("weights", "model") != "model":
         raise checkpoint.CheckpointError(f"{source} holds the EMA weights of a best.pt; resume from last.pt")
-    checkpoint.load_model_state(model, state["model"], source)
-    if ema is not None and state.get("ema"):
-        checkpoint.load_model_state(ema.module, state["ema"]["model"], f"{source} (EMA)")
-        ema.n_averaged.fill_(state["ema"]["n_averaged"])
-    for key, restore in (("optimizer", optimizer.load_state_dict),  # moves its state to the params' device
-                         ("scheduler", lambda saved: optimization.restore_position(scheduler, saved, steps_done)),
-                         ("scaler", scaler.load_state_dict),
+    checkpoint.load_model_state(run.model, state["model"], source)
+    if run.ema is not None and state.get("ema"):
+        checkpoint.load_model_state(run.ema.module, state["ema"]["model"], f"{source} (EMA)")
+        run.ema.n_averaged.fill_(state["ema"]["n_averaged"])
+    for key, restore in (("optimizer", run.optimizer.load_state_dict),  # moves its state to the params' device
+                         ("scheduler", lambda saved: optimization.restore_position(run.scheduler, saved, steps_done)),
+                         ("scaler", run.hw.scaler.load_state_dict),
                          ("rng", seeding.set_rng_state)):
         if key == "rng" and key not in state:
             continue
@@ -202,16 +194,6 @@ def resume_position(state: dict[str, Any]) -> tuple[int, int]:
     """(epoch, steps already done in it) where a run resumed from `state` continues."""
     step = state.get("step", 0)  # older checkpoints are all epoch-end ones
     return (state["epoch"], step) if step else (state["epoch"] + 1, 0)
-
-
-def saved_layout(state: dict[str, Any], source: str = "checkpoint") -> progress.Layout | None:
-    """The layout the checkpoint was written under (None: an older file, taken to be this run's)."""
-    if not state.get("layout"):
-        return None
-    try:
-        return progress.Layout.from_dict(state["layout"])
-    except (KeyError, TypeError, AttributeError):
-        raise checkpoint.CheckpointError(f"{source}: layout is {state['layout']!r}, not a run's layout") from None
 
 
 def metrics_until_epoch(state: dict[str, Any], fallback: list[dict]) -> list[dict]:

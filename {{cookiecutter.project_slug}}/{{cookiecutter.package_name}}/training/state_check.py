@@ -21,16 +21,18 @@ import torch
 from torch import nn
 
 from .. import backbones
-from ..cli import one_line as cli_line
-from ..config import TrainConfig
-from ..config_file import _matches, _type_name
-from ..data.transforms import AUGMENTATIONS, Preprocessing
+from ..config import TrainConfig, type_name, value_fits
+from ..data.transforms import AUGMENTATIONS, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE, Preprocessing
 from ..devkit.checkpoint import CheckpointError, state_dict_mismatch
+from ..devkit.precision import DTYPES
 from ..errors import UserError
-from ..settings import CHOICES, MAX_IMAGE_SIZE
+from ..errors import one_line as cli_line
+from .optimization import OPTIMIZERS, SCHEDULES
 
 REQUIRED_KEYS = ("model", "config", "class_names", "image_size")
-MIN_IMAGE_SIZE = 16  # settings.check's lower bound for --image-size
+# The settings a resume or a rebuild uses whose values come from registries; the rest may differ between bakes
+RECORDED_CHOICES = {"precision": tuple(DTYPES), "augment": tuple(AUGMENTATIONS), "optimizer": tuple(OPTIMIZERS),
+                    "schedule": tuple(SCHEDULES)}
 HEAD_WEIGHT = "head.weight"  # model.Classifier's head: one row per class
 # The optional keys' kinds (older checkpoints lack some; train.py writes them all).
 OPTIONAL_KINDS: dict[str, type | tuple[type, ...]] = {
@@ -107,9 +109,9 @@ def _check_config(config: dict, path: str | os.PathLike) -> None:
     for key, hint in hints.items():
         if key not in config:
             continue  # older checkpoints lack newer settings: their defaults apply
-        value, allowed = config[key], CHOICES.get(key)
-        if not _matches(value, hint) or (allowed and value is not None and value not in allowed):
-            expected = f"one of {', '.join(map(str, allowed))}" if allowed else _type_name(hint)
+        value, allowed = config[key], RECORDED_CHOICES.get(key)
+        if not value_fits(value, hint) or (allowed and value is not None and value not in allowed):
+            expected = f"one of {', '.join(map(str, allowed))}" if allowed else type_name(hint)
             raise _refuse(path, f"config.{key} is {value!r} (expected {expected})")
         if isinstance(value, float) and not math.isfinite(value):
             raise _refuse(path, f"config.{key} is {value}, not a finite number")
@@ -196,7 +198,7 @@ def check_shapes(state: dict[str, Any], build_on_meta: Callable[[], nn.Module], 
     if backbones.is_import_path(backbone):  # your own module: checked as it is built for use, never on meta
         return
     try:
-        backbones.check_backbone(backbone)
+        backbones.resolve_backbone(backbone)
         backbones.check_image_size(backbone, state["image_size"])
         model = build_on_meta()
     except UserError as error:  # a backbone this installation does not know, or an input size it cannot take

@@ -13,8 +13,8 @@ cut the save it asked for.
 
 What "save" means on interrupt: train.py writes `last.pt` at that step boundary, recording the
 epoch in progress and the optimizer steps done in it (keys `epoch` and `step`, see
-run_checkpoint.py); `--resume` continues from that very step. All randomness of an epoch is a
-function of (seed, epoch, sample) (see reproducibility.py) and the checkpoint holds the RNG
+run_state.py); `--resume` continues from that very step. All randomness of an epoch is a
+function of (seed, epoch, sample) (see data/sampling.py) and the checkpoint holds the RNG
 states of the step boundary, so the resumed run ends bit-for-bit where an uninterrupted run
 ends. `SaveClock` makes the same kind of checkpoint every `--save-every-minutes`, for the kills
 no handler sees (SIGKILL, a lost node).
@@ -29,7 +29,6 @@ import time
 from collections.abc import Iterator
 
 from ..data.loaders import STOP_SIGNALS
-from .pause_points import pause_point
 
 
 class TrainingInterrupted(Exception):
@@ -55,12 +54,6 @@ class StopRequest:
 
     def __call__(self) -> bool:
         return self.signum is not None
-
-    def check(self, epoch: int, step: int) -> None:
-        """After a completed step: raise TrainingInterrupted if a stop was requested."""
-        pause_point(f"step:{epoch}:{step}", until=self)
-        if self.signum is not None:
-            raise TrainingInterrupted(self.signum, epoch, step)
 
     def _handle(self, signum: int, frame) -> None:
         if self.signum is not None:

@@ -1,12 +1,9 @@
-"""The model the steps run through: DataParallel, DDP and/or torch.compile around the plain model.
+"""The model the steps run through: DataParallel, or the processes' own wrapper (DDP), and/or torch.compile.
 
-Three modes, chosen by `--parallel`:
+The modes `--parallel` chooses from:
 - `none`: one process, one device.
 - `dp`:   one process driving every visible GPU through `nn.DataParallel` (simple, slower).
-- `ddp`:  one process per device, started by `torchrun`, kept in lockstep by
-          `DistributedDataParallel` (nccl on CUDA, xccl on XPU, gloo on CPU). Each rank sees its own
-          shard of the data (`DistributedSampler`); epoch totals are summed over ranks;
-          only rank 0 prints and writes files.
+- what a plugin adds: `ddp`, one process per device under torchrun (the ddp answer's plugins/ddp).
 An explicit request that cannot run here stops with a ParallelError (exit 2); the template's
 default mode, when it cannot apply on this machine, falls back to one device with a note.
 """
@@ -19,13 +16,11 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
-from ..devkit.checkpoint import unwrap
 from ..errors import UserError
-from .distributed import is_distributed, launched_by_torchrun
+from ..processes import Processes
 
-MODES = ("none", "dp", "ddp")
+MODES = ("none", "dp")
 
 
 class ParallelError(UserError):
@@ -37,42 +32,43 @@ def _cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def why_not(mode: str, device: torch.device) -> str | None:
-    """Why `mode` cannot run on `device` in this process, or None when it can."""
-    if mode not in MODES:
-        return f"unknown mode; choose one of {', '.join(MODES)}"
-    processes = int(os.environ.get("WORLD_SIZE", 1)) if launched_by_torchrun() else 1
-    if mode != "ddp" and processes > 1:
-        return f"torchrun started {processes} processes, which would train {processes} separate models; use ddp"
-    if mode == "dp":
-        if _cuda_count() < 2:
-            return f"dp needs 2+ CUDA devices, found {_cuda_count()}"
-        if device.type != "cuda":
-            return f"dp runs on CUDA devices, not {device}"
-    if mode == "ddp":
-        if not launched_by_torchrun():
-            return "ddp needs torchrun's environment (launch with: torchrun --nproc_per_node=N train.py ...)"
-        if device.type not in ("cuda", "xpu", "cpu"):
-            return f"ddp runs on cuda (nccl), xpu (xccl) or cpu (gloo), not {device.type}"
-        local = int(os.environ["LOCAL_RANK"])
-        if device.type in ("cuda", "xpu") and device.index != local:
-            return f"local rank {local} must train on its own GPU, not {device}; use --device auto"
+def _launched_together() -> int:
+    """How many processes a launcher (torchrun) started to train together; 1 when none did."""
+    return int(os.environ.get("WORLD_SIZE", 1)) if "LOCAL_RANK" in os.environ else 1
+
+
+def why_not(mode: str, device: torch.device, plugins=()) -> str | None:
+    """Why `mode` cannot run on `device` in this process, or None when it can (a plugin judges its own modes)."""
+    owner = next((plugin for plugin in plugins if mode in plugin.choices().get("parallel", ())), None)
+    if mode not in MODES and owner is None:
+        added = [added for plugin in plugins for added in plugin.choices().get("parallel", ())]
+        return f"unknown mode; choose one of {', '.join([*MODES, *added])}"
+    if owner is not None:
+        return owner.unavailable("parallel", mode, device)
+    if _launched_together() > 1:
+        return (f"torchrun started {_launched_together()} processes, which would train {_launched_together()} "
+                "separate models; use --parallel ddp (a project generated with multi_gpu=ddp)")
+    if mode == "dp" and _cuda_count() < 2:
+        return f"dp needs 2+ CUDA devices, found {_cuda_count()}"
+    if mode == "dp" and device.type != "cuda":
+        return f"dp runs on CUDA devices, not {device}"
     return None
 
 
-def resolve_parallel(requested: str | None, default: str, device: torch.device) -> tuple[str, str | None]:
+def resolve_parallel(requested: str | None, default: str, device: torch.device, plugins=()) -> tuple[str, str | None]:
     """The mode to run and a note for the user when the default fell back to one device.
 
     An explicit request is honoured or refused (ParallelError); a default that cannot apply falls back.
     """
     if requested is not None:
-        reason = why_not(requested, device)
+        reason = why_not(requested, device, plugins)
         if reason:
             raise ParallelError(f"--parallel {requested}: {reason}")
         return requested, None
-    if launched_by_torchrun() and int(os.environ.get("WORLD_SIZE", 1)) > 1:
-        default = "ddp"  # several processes were started to train together
-    reason = why_not(default, device)
+    together = [mode for plugin in plugins for mode in plugin.choices().get("parallel", ())]
+    if _launched_together() > 1 and together:
+        default = together[0]  # several processes were started to train together: the mode that joins them
+    reason = why_not(default, device, plugins)
     if reason is None:
         return default, None
     return "none", f"parallel: {reason}; running on one device"
@@ -86,8 +82,9 @@ def check_combination(mode: str, compile: bool) -> None:
                             "per GPU; torch.compile is not thread-safe): use --parallel ddp, or leave out --compile")
 
 
-def wrap_model(model: nn.Module, mode: str, device: torch.device, *, compile: bool = False) -> nn.Module:
-    """The module to train through: DataParallel, DDP and/or torch.compile around `model`."""
+def wrap_model(model: nn.Module, mode: str, device: torch.device, *, compile: bool = False,
+               processes: Processes | None = None) -> nn.Module:
+    """The module to train through: DataParallel, the processes' wrapper (DDP) and/or torch.compile around `model`."""
     check_combination(mode, compile)
     if compile:
         check_compile(device)
@@ -95,8 +92,7 @@ def wrap_model(model: nn.Module, mode: str, device: torch.device, *, compile: bo
         # device_ids[0] holds the master copy and gathers the outputs: it must be the run's device
         others = [index for index in range(_cuda_count()) if index != device.index]
         return nn.DataParallel(model, device_ids=[device.index, *others], output_device=device.index)
-    if mode == "ddp":
-        model = DistributedDataParallel(model, device_ids=[device.index] if device.type in ("cuda", "xpu") else None)
+    model = (processes or Processes()).wrap(model, device)
     return torch.compile(model) if compile else model
 
 
@@ -142,8 +138,3 @@ def _cpp_compiler_search() -> Callable[[], str] | None:
 def _triton_c_compiler() -> str | None:
     """The C compiler triton builds its kernel launchers with, found as triton finds it: $CC, else gcc or clang."""
     return os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
-
-
-def for_evaluation(net: nn.Module) -> nn.Module:
-    """The module to validate through: without DDP, whose forward may sync buffers across ranks."""
-    return unwrap(net) if is_distributed() else net

@@ -13,10 +13,7 @@ import hashlib
 import os
 from pathlib import Path
 
-import torch.distributed as dist
-
-from ..data.folders import DataError
-from . import distributed
+from ...data.errors import DataError
 
 
 def fingerprint(root: Path, train_set, val_set) -> dict:
@@ -49,12 +46,8 @@ def disagreement(fingerprints: list[dict]) -> str | None:
     return None
 
 
-def check_ranks_agree(root: Path, train_set, val_set) -> None:
-    """Under ddp: raise DataError on every rank alike unless every rank's data matches rank 0's."""
-    if not distributed.is_distributed():
-        return
-    gathered: list = [None] * distributed.world_size()
-    dist.all_gather_object(gathered, fingerprint(root, train_set, val_set), group=distributed.control_group())
-    problem = disagreement(gathered)
+def check_ranks_agree(processes, root: Path, train_set, val_set) -> None:
+    """Raise DataError on every rank alike unless every rank's data matches rank 0's."""
+    problem = disagreement(processes.gather(fingerprint(root, train_set, val_set)))
     if problem:
         raise DataError(problem)

@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import ConfigError
-
-
-class ResumeLayoutError(ConfigError):
-    """A mid-epoch checkpoint cannot continue under this run's layout (another world size). Exit code 2."""
+from ...processes import ResumeLayoutError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,11 +43,16 @@ class Layout:
         return cls(**{field.name: saved[field.name] for field in dataclasses.fields(cls)})
 
 
-def continue_at(saved: Layout | None, step: int, now: Layout, where: str) -> int:
+def continue_at(saved_values: dict | None, step: int, now_values: dict, where: str) -> int:
     """The optimizer step of this run's layout at which a checkpoint of `step` steps into its epoch continues.
 
     `where` names the checkpoint and its epoch for the refusal (ResumeLayoutError).
     """
+    try:
+        saved = Layout.from_dict(saved_values) if saved_values else None
+    except (KeyError, TypeError, AttributeError):
+        raise ResumeLayoutError(f"{where}: layout is {saved_values!r}, not a run's layout") from None
+    now = Layout.from_dict(now_values)
     if saved is None or step == 0 or saved == now:  # older checkpoints: written under this layout
         return step
     if step >= saved.steps_per_epoch:  # the epoch's training was done: only its validation is left
@@ -73,8 +74,9 @@ def _ranks(layout: Layout) -> str:
         "one process without ddp"
 
 
-def changes(saved: Layout | None, now: Layout) -> list[str]:
+def changes(saved_values: dict | None, now_values: dict) -> list[str]:
     """The notes a resume under another layout prints: what a step now means."""
+    saved, now = Layout.from_dict(saved_values) if saved_values else None, Layout.from_dict(now_values)
     if saved is None or saved == now:
         return []
     return [f"resume: {_ranks(now)} (the run had {_ranks(saved)}): {now.global_batch} images per optimizer step "

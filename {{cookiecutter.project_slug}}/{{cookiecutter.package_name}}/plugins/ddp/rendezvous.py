@@ -20,7 +20,7 @@ import uuid
 
 import torch.distributed as dist
 
-from .. import config
+from ... import config
 
 _KEYS = f"{config.PACKAGE}/attempt/"  # beside torch's own keys in the agent's store
 _POLL_S = 0.05

@@ -18,8 +18,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from . import distributed
-
 _CHUNK = 1 << 22
 
 
@@ -50,28 +48,25 @@ def _received_copy(data: torch.Tensor) -> str:
     return name
 
 
-def rank0_copy(path: str) -> tuple[str, str | None]:
+def rank0_copy(processes, path: str) -> tuple[str, str | None]:
     """Where this rank reads rank 0's checkpoint `path`: the path itself, or a copy rank 0 sent; with rank 0's note.
 
     The note (rank 0 only, None when no rank lacked the file) names the ranks and nodes that got a copy.
-    Call on every rank at once; unchanged when not distributed.
+    Call on every rank at once.
     """
-    if not distributed.is_distributed():
-        return path, None
     file = checkpoint_file(path)
     mine = (_digest(file), socket.gethostname())
-    everyone: list = [None] * distributed.world_size()
-    dist.all_gather_object(everyone, mine, group=distributed.control_group())
+    everyone = processes.gather(mine)
     wanting = [(rank, host) for rank, (digest, host) in enumerate(everyone) if digest != everyone[0][0]]
     if not wanting or everyone[0][0] is None:  # rank 0 without it: every rank reads (and refuses) alike
         return path, None
-    size = distributed.from_main(file.stat().st_size if distributed.is_main_process() else 0)
-    data = (torch.frombuffer(bytearray(file.read_bytes()), dtype=torch.uint8) if distributed.is_main_process()
+    size = processes.from_main(file.stat().st_size if processes.is_main() else 0)
+    data = (torch.frombuffer(bytearray(file.read_bytes()), dtype=torch.uint8) if processes.is_main()
             else torch.empty(size, dtype=torch.uint8))
-    dist.broadcast(data, src=0, group=distributed.control_group())
+    dist.broadcast(data, src=0, group=processes.control)
     names = ", ".join(f"rank {rank} on {host}" for rank, host in wanting)
     note = (f"resume: {names} did not have {file} as rank 0 has it (node-local disk?); sent rank 0's copy "
             f"({size / 2**20:.1f} MiB)")
     if mine[0] == everyone[0][0]:
-        return path, note if distributed.is_main_process() else None
+        return path, note if processes.is_main() else None
     return _received_copy(data), None
