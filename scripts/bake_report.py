@@ -10,7 +10,8 @@ or a docstring. Rules, checked in every bake:
 - every module is imported by another one of the bake (or is a CLI, a package's __init__ or __main__;
   a plugins/ folder's __init__ imports what the folder holds): a bake carries no module its answers cannot reach;
 - no module over MAX_MODULE lines, no function over MAX_FUNCTION lines or MAX_PARAMETERS parameters,
-  train.py at most MAX_TRAIN lines; the default bake at most MAX_DEFAULT_CODE code lines.
+  train.py at most MAX_TRAIN lines.
+The default bake's code lines are printed against their budget (MAX_DEFAULT_CODE, issue 41's goal).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import ast
 import io
 import json
+import subprocess
 import sys
 import tempfile
 import tokenize
@@ -138,7 +140,7 @@ def long_functions(module: Module) -> list[str]:
     return problems
 
 
-def check(project: Path, package: str, default: bool) -> tuple[dict, list[str]]:
+def check(project: Path, package: str) -> tuple[dict, list[str]]:
     """The bake's figures and every broken rule."""
     modules = read_project(project, package)
     problems = []
@@ -157,8 +159,6 @@ def check(project: Path, package: str, default: bool) -> tuple[dict, list[str]]:
     if modules.get("train") and modules["train"].lines > MAX_TRAIN:
         problems.append(f"train.py: {modules['train'].lines} lines (at most {MAX_TRAIN})")
     code = sum(module.code for module in modules.values())
-    if default and code > MAX_DEFAULT_CODE:
-        problems.append(f"default bake: {code} code lines (at most {MAX_DEFAULT_CODE})")
     largest = max(modules.values(), key=lambda module: module.lines)
     figures = {"files": len(modules), "lines": sum(module.lines for module in modules.values()), "code": code,
                "largest": f"{largest.path.relative_to(project)} ({largest.lines})"}
@@ -173,9 +173,10 @@ def answer_bakes() -> list[dict[str, str]]:
 
 
 def bake(answers: dict[str, str], folder: Path) -> Path:
-    from cookiecutter.main import cookiecutter
-
-    return Path(cookiecutter(str(TEMPLATE), no_input=True, extra_context=answers, output_dir=str(folder)))
+    """The template baked with `answers` into `folder` (cookiecutter's own CLI; its hook's lines kept quiet)."""
+    subprocess.run([sys.executable, "-m", "cookiecutter", "--no-input", str(TEMPLATE), "-o", str(folder),
+                    *(f"{key}={value}" for key, value in answers.items())], check=True, capture_output=True)
+    return next(path for path in folder.iterdir() if path.is_dir())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,8 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         for index, (label, answers, project) in enumerate(plans):
             project = project or bake(answers, Path(scratch) / str(index))
             package = next(p.parent.name for p in sorted(project.glob("*/config.py")))
-            figures, problems = check(project, package, default=not answers and not args.project)
-            print(f"{label:34} {figures['files']:>5} {figures['lines']:>6} {figures['code']:>5}  {figures['largest']}")
+            figures, problems = check(project, package)
+            budget = f"  (budget {MAX_DEFAULT_CODE})" if not answers and not args.project else ""
+            print(f"{label:34} {figures['files']:>5} {figures['lines']:>6} {figures['code']:>5}  {figures['largest']}"
+                  f"{budget}")
             for problem in problems:
                 print(f"  {problem}")
             failed |= bool(problems)

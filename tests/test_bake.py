@@ -44,10 +44,18 @@ CONTRACT_FILES = [
     "tests/conftest.py",
 ]
 
-# Files that exist only when an option asks for them (mirrors REMOVE_PATHS in the post-gen hook).
+# Files that exist only when an answer asks for them: what each answer brings (the template README's table).
 OPTION_FILES = {
     "LICENSE": lambda answers: answers["license"] != "Proprietary",
     "scripts/launch_ddp.sh": lambda answers: answers["multi_gpu"] == "ddp",
+    "{pkg}/plugins/ddp/processes.py": lambda answers: answers["multi_gpu"] == "ddp",
+    "docs/multi-node.md": lambda answers: answers["multi_gpu"] == "ddp",
+    "scripts/slurm_train.sh": lambda answers: answers["scheduler"] == "slurm",
+    "docs/preemption.md": lambda answers: answers["scheduler"] == "slurm",
+    "{pkg}/plugins/tensorboard.py": lambda answers: answers["tracker"] == "tensorboard",
+    "{pkg}/plugins/mlflow.py": lambda answers: answers["tracker"] == "mlflow",
+    "{pkg}/plugins/wandb.py": lambda answers: answers["tracker"] == "wandb",
+    "{pkg}/plugins/gpu_decode/__init__.py": lambda answers: answers["gpu_decode"] == "yes",
 }
 
 LICENSE_MARKERS = {
@@ -134,11 +142,13 @@ def test_every_choice_value_bakes(bakery, pair):
 
 @pytest.mark.parametrize("pair", EVERY_VALUE, ids=choice_id)
 def test_option_files_present_exactly_when_enabled(bakery, pair):
-    """LICENSE exists unless Proprietary; scripts/launch_ddp.sh exists only for multi_gpu=ddp."""
+    """Each answer brings its files and nothing else does: LICENSE unless Proprietary, the ddp plugin and launch
+    script with multi_gpu=ddp, the SLURM script with scheduler=slurm, one tracker plugin per tracker."""
     var, value = pair
     project = bakery.project(**{var: value})
     answers = answers_for(var, value)
     for path, wanted in OPTION_FILES.items():
+        path = path.format(pkg=DEFAULT_PACKAGE)
         assert (project / path).exists() == wanted(answers), f"{path} with {var}={value}"
     if (project / "scripts").exists():
         assert any((project / "scripts").iterdir()), "an empty scripts/ folder was left behind"

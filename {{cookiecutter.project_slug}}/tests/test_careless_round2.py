@@ -25,6 +25,7 @@ import evaluate
 import export
 import predict
 import train
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES
 from {{ cookiecutter.package_name }}.devkit import checkpoint as ckpt
 from {{ cookiecutter.package_name }}.devkit import precision
@@ -64,7 +65,7 @@ def tmpfs(folder: Path, size: int, read_only: bool = False, fill_from: Path | No
 
 def model_bytes() -> int:
     """The default model's weights for the demo classes, in bytes (an epoch-0 checkpoint's size, roughly)."""
-    model = build_model(train.config.TrainConfig().backbone, len(DEMO_CLASSES), pretrained=False,
+    model = build_model(TrainConfig().backbone, len(DEMO_CLASSES), pretrained=False,
                         device=torch.device("meta"))
     return sum(t.numel() * t.element_size() for t in model.state_dict().values())
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import importlib.util
 import json
 import os
 import re
@@ -109,53 +108,71 @@ def _add_worst_recall(text: str) -> str:
                         '            "val_worst_recall": round(min(val_report.recall), 6)', 1)
 
 
+JSONL_TRACKER = """\"\"\"Ours: each epoch's metrics.csv row, every column, as a JSON line (--logger jsonl).\"\"\"
+
+import json
+from pathlib import Path
+
+from . import Plugin
+
+
+class JsonLines(Plugin):
+    name, optional = "jsonl", True
+
+    def __init__(self):
+        self.path = None
+
+    def choices(self) -> dict[str, list[str]]:
+        return {"logger": ["jsonl"]}
+
+    def start(self, run, out) -> None:
+        self.path = Path(out) / "epochs.jsonl" if run.cfg.logger == "jsonl" and run.processes.is_main() else None
+
+    def after_epoch(self, run, row: dict) -> None:
+        if self.path is not None:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(row) + "\\n")
+
+
+PLUGIN = JsonLines()
+"""
+
+
+def with_jsonl_tracker(copy: Path) -> Path:
+    """The project copy with our tracker added as a plugin: one new file, nothing else edited."""
+    (copy / PACKAGE / "plugins" / "jsonl.py").write_text(JSONL_TRACKER, encoding="utf-8")
+    return copy
+
+
+def read_jsonl(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "epochs.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.slow
 def test_a_new_metric_in_metrics_row_reaches_metrics_csv_and_the_tracker_through_a_resume(tiny_data, tmp_path):
     """training/epochs.py `_metrics_row`: a column computed from the validation's ClassReport lands in
-    metrics.csv for every epoch, the resumed one too, and reaches the tracker (TensorBoard's scalars, read
-    back with its own reader, where the tensorboard extra is installed)."""
-    copy = changed_copy(tmp_path, f"{PACKAGE}/training/epochs.py", _add_worst_recall)
+    metrics.csv for every epoch, the resumed one too, and reaches a tracker plugin (ours, --logger jsonl)."""
+    copy = with_jsonl_tracker(changed_copy(tmp_path, f"{PACKAGE}/training/epochs.py", _add_worst_recall))
     out = tmp_path / "run"
-    tensorboard = importlib.util.find_spec("tensorboard") is not None
-    run_lifecycle(copy, tiny_data, out, *(["--logger", "tensorboard"] if tensorboard else []))
+    run_lifecycle(copy, tiny_data, out, "--logger", "jsonl")
     with open(out / "metrics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [row["epoch"] for row in rows] == ["1", "2"]
     assert all(0.0 <= float(row["val_worst_recall"]) <= 1.0 for row in rows)
-    if tensorboard:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-        accumulator = EventAccumulator(str(out))
-        accumulator.Reload()
-        logged = [event.value for event in accumulator.Scalars("val_worst_recall")]
-        assert logged == pytest.approx([float(row["val_worst_recall"]) for row in rows])
-
-JSONL_TRACKER = '''
-
-class JsonLinesLogger(Logger):
-    """Ours: each epoch's metrics.csv row, every column, as one JSON line in the run folder."""
-
-    def __init__(self, log_dir: Path, **_):
-        self.path = Path(log_dir) / "epochs.jsonl"
-
-    def log_epoch(self, row: dict, step_losses: torch.Tensor | None, last_step: int) -> None:
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({**row, "step": last_step}) + "\\n")
-
-
-LOGGERS["jsonl"] = None  # nothing to install
-_OPENERS["jsonl"] = JsonLinesLogger
-'''
+    logged = [row["val_worst_recall"] for row in read_jsonl(out)]
+    assert logged == pytest.approx([float(row["val_worst_recall"]) for row in rows])
 
 
 @pytest.mark.slow
-def test_a_new_tracker_in_tracking_py_gets_every_metrics_column_and_a_resume_continues_it(tiny_data, tmp_path):
-    """training/tracking.py: a Logger subclass and its LOGGERS and _OPENERS entries make `--logger jsonl`; it gets
-    each epoch's whole metrics.csv row, and the resumed run adds epoch 2 to the same file."""
-    copy = changed_copy(tmp_path, f"{PACKAGE}/training/tracking.py", lambda text: text + JSONL_TRACKER)
+def test_a_new_tracker_is_one_plugin_file_that_gets_every_metrics_column_and_a_resume_continues_it(tiny_data,
+                                                                                                  tmp_path):
+    """plugins/jsonl.py, a Plugin with after_epoch and `--logger jsonl` among its choices: it gets each epoch's
+    whole metrics.csv row, and the resumed run adds epoch 2 to the same file."""
+    copy = tmp_path / "project"
+    shutil.copytree(PROJECT, copy, ignore=shutil.ignore_patterns("__pycache__", "runs", "tests", ".git"))
     out = tmp_path / "run"
-    run_lifecycle(copy, tiny_data, out, "--logger", "jsonl")
-    logged = [json.loads(line) for line in (out / "epochs.jsonl").read_text().splitlines()]
+    run_lifecycle(with_jsonl_tracker(copy), tiny_data, out, "--logger", "jsonl")
+    logged = read_jsonl(out)
     with open(out / "metrics.csv", newline="") as handle:
         columns = next(csv.reader(handle))
     assert [row["epoch"] for row in logged] == [1, 2]

@@ -15,6 +15,7 @@ from conftest import HANG_S
 
 from {{ cookiecutter.package_name }} import config, settings
 from {{ cookiecutter.package_name }}.data.loaders import PREFETCH_BATCHES, build_loader
+from {{ cookiecutter.package_name }}.processes import Processes
 from {{ cookiecutter.package_name }}.training import epochs, hardware, run_state, stopping
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
@@ -39,7 +40,8 @@ def stand_in_run():
     """What save_epoch reads of a Run: its rows, best score, save clock and a state per epoch."""
     def state(epoch: int, step: int = 0, totals=None, weights: str = "model") -> dict:
         return {"epoch": epoch, "weights": weights, "model": {"w": torch.full((4,), float(epoch))}}
-    return types.SimpleNamespace(rows=[], best_acc=-1.0, save_clock=stopping.SaveClock(0), state=state)
+    return types.SimpleNamespace(rows=[], best_acc=-1.0, save_clock=stopping.SaveClock(0), state=state,
+                                 processes=Processes())
 
 
 def test_an_improved_epoch_serialises_its_state_once_for_last_and_best(stand_in_run, tmp_path, monkeypatch):

@@ -15,14 +15,13 @@ import torch
 from conftest import DEVICES, cpu_data_parallel
 from torch import nn
 
+from {{ cookiecutter.package_name }}.devkit.atomic import atomic_write, remove_partial_writes
 from {{ cookiecutter.package_name }}.devkit.checkpoint import (
     CheckpointError,
-    atomic_write,
     load_checkpoint,
     load_model_state,
     model_state,
     plain_key,
-    remove_partial_writes,
     save_checkpoint,
     to_cpu,
 )

@@ -2,6 +2,8 @@
 
 import os
 import signal
+import types
+from unittest import mock
 
 import pytest
 import torch
@@ -11,25 +13,32 @@ from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.devkit.checkpoint import load_checkpoint, save_checkpoint
 from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.processes import Processes
+from {{ cookiecutter.package_name }}.training import epochs, run_state
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
-from {{ cookiecutter.package_name }}.training.loop import NonFiniteLossError, train_one_epoch
-from {{ cookiecutter.package_name }}.training.stopping import StopRequest, TrainingInterrupted
+from {{ cookiecutter.package_name }}.training.loop import NonFiniteLossError, RunningTotals, train_one_epoch
+from {{ cookiecutter.package_name }}.training.stopping import SaveClock, StopRequest, TrainingInterrupted
 
 CPU = torch.device("cpu")
 ARGS = ["--device", "cpu", "--batch-size", "8", "--image-size", "32", "--no-pretrained",
         "--precision", "fp32", "--parallel", "none"]
 
 
-def test_the_first_signal_only_raises_a_flag_and_the_next_check_stops():
-    """SIGTERM sets the flag; check() after a step raises TrainingInterrupted with exit code 143."""
-    stop = StopRequest()
-    with stop.installed():
-        stop.check(1, 1)  # nothing requested yet
+def test_the_first_signal_only_raises_a_flag_and_the_step_boundary_stops(tmp_path):
+    """SIGTERM sets the flag and nothing else; the next step boundary saves that step and raises
+    TrainingInterrupted with exit code 143."""
+    saved = []
+    run = types.SimpleNamespace(plugins=[], processes=Processes(), stop=StopRequest(), save_clock=SaveClock(0),
+                                hw=Hardware.create(CPU), state=lambda epoch, step, totals: (epoch, step))
+    with run.stop.installed():
+        epochs.at_step_boundary(run, tmp_path, 1, 1, RunningTotals.start(CPU))  # nothing requested yet
         os.kill(os.getpid(), signal.SIGTERM)
-        assert stop()
-        with pytest.raises(TrainingInterrupted) as caught:
-            stop.check(2, 3)
+        assert run.stop()
+        with mock.patch.object(run_state, "save", lambda path, state: saved.append((path.name, state))):
+            with pytest.raises(TrainingInterrupted) as caught:
+                epochs.at_step_boundary(run, tmp_path, 2, 3, RunningTotals.start(CPU))
     assert caught.value.exit_code == 143 and (caught.value.epoch, caught.value.step) == (2, 3)
+    assert saved == [("last.pt", (2, 3))]
 
 
 def test_a_second_signal_aborts_at_once_and_handlers_are_restored():
