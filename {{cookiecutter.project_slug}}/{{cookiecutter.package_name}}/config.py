@@ -178,6 +178,7 @@ class TrainConfig:
     overwrite: bool = False  # let a fresh run replace the checkpoints in --out
     max_bad_fraction: float = 0.01  # unreadable images are skipped; more than this fraction of a split stops the run
     save_every_minutes: float = 0.0  # also write a mid-epoch last.pt this often; 0: at epoch ends and on signals
+    progress: str = "auto"  # auto (a bar on a terminal, plain lines in a log file) | bar | lines | none
     logger: str = "csv"  # csv (= none: metrics.csv only) | the tracker answer's plugin (tensorboard, mlflow, wandb)
     # Fine-tuning (training/recipe.py); the defaults train every parameter at one learning rate.
     val_split: float = 0.2  # --data of class folders without train/ and val/: this fraction of each class validates

@@ -21,10 +21,11 @@ from .data import DEMO_IMAGE_SIZE
 from .data.transforms import AUGMENTATIONS, MAX_IMAGE_SIZE
 from .devkit.precision import DTYPES
 from .errors import ConfigError
-from .training import optimization, recipe, wrapping
+from .training import optimization, progress, recipe, wrapping
 
 # Each flag's choices in this project; the plugins of its answers add theirs (plugins.choices)
 CORE_CHOICES = {"precision": tuple(DTYPES), "parallel": wrapping.MODES, "logger": ("csv", "none"),
+                "progress": progress.MODES,
                 "augment": tuple(AUGMENTATIONS), "decode": ("auto", "cpu"),
                 "optimizer": tuple(optimization.OPTIMIZERS), "schedule": tuple(optimization.SCHEDULES)}
 SEED_RANGE = (-2**63, 2**64 - 1)  # torch.manual_seed's: a 64-bit integer, signed or not
@@ -36,7 +37,7 @@ MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch w
 MAY_CHANGE_ON_RESUME = frozenset({
     "epochs", "workers", "device", "logger", "save_every_minutes", "max_bad_fraction", "data", "out", "resume",
     "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
-    "threads", "decode", "allow_import",
+    "threads", "decode", "allow_import", "progress",
 })
 
 
@@ -165,6 +166,9 @@ def _run_folder_flags(p: argparse.ArgumentParser, choices: dict) -> None:
                    "loses at most that much (default: at epoch ends and on SIGINT/SIGTERM only)")
     g.add_argument("--config", metavar="FILE",
                    help="a run's config.json: replay its settings (flags given beside it win; --out is not taken)")
+    g.add_argument("--progress", choices=choices["progress"], help="how each pass reports: auto (a bar on a terminal, "
+                   "a plain line every 30 s in a log file: nohup, SLURM, > log.txt), bar, lines or none"
+                   + _default("progress"))
     g.add_argument("--logger", choices=choices["logger"],
                    help="where each epoch's metrics.csv row also goes: csv (metrics.csv only; none: the same), or "
                         "the tracker the project was generated with (plugins/; pip install -e '.[NAME]')"

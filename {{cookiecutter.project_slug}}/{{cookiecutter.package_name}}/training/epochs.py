@@ -65,7 +65,7 @@ def run_epoch(run: Run, epoch: int, out: Path) -> dict:
     plan = loop.EpochPlan(epoch, start_step, loop.RunningTotals.start(run.device, run.resumed_totals
                                                                      if start_step else None),
                           functools.partial(at_step_boundary, run, out, epoch), [] if collect else None)
-    progress = run.processes.is_main()
+    progress = run.cfg.progress if run.processes.is_main() else "none"
     train_stats = loop.train_one_epoch(run.wrapped_model, run.loss_fn, run.optimizer, run.train_loader, run.hw,
                                        recipe=run.step_recipe, epoch=plan, progress=progress)
     run.step_losses = torch.stack(plan.step_losses) if plan.step_losses else None  # on the device

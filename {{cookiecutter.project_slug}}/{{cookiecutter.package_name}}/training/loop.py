@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from ..metrics import update_confusion
 from .hardware import Hardware
+from .progress import Progress
 
 
 @dataclasses.dataclass
@@ -104,7 +104,7 @@ def _check_finite(bad_step: torch.Tensor, epoch: int, hw: Hardware) -> None:
 
 def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer, train_loader,
                     hw: Hardware, *, recipe: StepRecipe = StepRecipe(), epoch: int | EpochPlan = 0,
-                    progress: bool = True) -> EpochStats:
+                    progress: bool | str = True) -> EpochStats:
     """Train for one epoch and return its mean loss, accuracy and throughput.
 
     Optimizer steps count from 1; each adds up the gradients of `recipe.accum_steps` batches (the last may have
@@ -119,27 +119,26 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
     first_batch, step, group_losses = plan.start_step * recipe.accum_steps, plan.start_step, []
     last_batch = first_batch + len(train_loader)
     optimizer.zero_grad(set_to_none=True)
-    bar = tqdm(train_loader, desc=f"epoch {plan.number} train", disable=not progress, leave=False)
-    for batch, (images, labels) in enumerate(bar, start=first_batch + 1):
-        completes = batch % recipe.accum_steps == 0 or batch >= last_batch
-        loss = _forward_backward(model, loss_fn, hw, recipe, images, labels, totals, sync=completes)
-        group_losses.append(loss)
-        bad_step = torch.where((bad_step == 0) & ~torch.isfinite(loss), step + 1, bad_step)  # no host read
-        if not completes:
-            continue  # gradients add up until the group is complete
-        _optimizer_step(model, optimizer, hw, recipe)
-        step += 1
-        if plan.step_losses is not None:
-            plan.step_losses.append(torch.stack(group_losses).mean())
-        group_losses.clear()
-        if (step - 1) % plan.log_every == 0:
-            _check_finite(bad_step, plan.number, hw)
-            if progress:
+    with Progress(train_loader, f"epoch {plan.number} train", progress) as bar:
+        for batch, (images, labels) in enumerate(bar, start=first_batch + 1):
+            completes = batch % recipe.accum_steps == 0 or batch >= last_batch
+            loss = _forward_backward(model, loss_fn, hw, recipe, images, labels, totals, sync=completes)
+            group_losses.append(loss)
+            bad_step = torch.where((bad_step == 0) & ~torch.isfinite(loss), step + 1, bad_step)  # no host read
+            if not completes:
+                continue  # gradients add up until the group is complete
+            _optimizer_step(model, optimizer, hw, recipe)
+            step += 1
+            if plan.step_losses is not None:
+                plan.step_losses.append(torch.stack(group_losses).mean())
+            group_losses.clear()
+            if (step - 1) % plan.log_every == 0:
+                _check_finite(bad_step, plan.number, hw)
                 seconds = time.perf_counter() - totals.started
-                bar.set_postfix(loss=f"{totals.loss_sum.item() / max(totals.seen, 1):.4f}",
-                                img_s=f"{totals.seen / max(seconds, 1e-9):.0f}")
-        if plan.after_step is not None:
-            plan.after_step(step, totals)
+                bar.show(batch - first_batch, loss=f"{totals.loss_sum.item() / max(totals.seen, 1):.4f}",
+                         img_s=f"{totals.seen / max(seconds, 1e-9):.0f}")
+            if plan.after_step is not None:
+                plan.after_step(step, totals)
     _check_finite(bad_step, plan.number, hw)
     loss_sum, correct, seen = totals.summed(hw)
     seconds = totals.seconds_before + time.perf_counter() - totals.started
@@ -177,7 +176,7 @@ def _optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, hw: Hard
 
 
 @torch.inference_mode()
-def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, progress: bool = True,
+def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, progress: bool | str = True,
              confusion: torch.Tensor | None = None,
              on_batch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None) -> EpochStats:
     """Mean loss and accuracy of `model` over `val_loader`, without gradients.
@@ -188,18 +187,19 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, 
     """
     model.eval()
     totals = RunningTotals.start(hw.device)
-    for images, targets in tqdm(val_loader, desc="validate", disable=not progress, leave=False):
-        images, targets = hw.batch(images, targets)
-        with hw.autocast():
-            logits = model(images)
-        predictions = logits.argmax(dim=1)  # (B,)
-        totals.loss_sum += loss_fn(logits, targets) * targets.size(0)
-        totals.correct += (predictions == targets).sum()
-        totals.seen += targets.size(0)
-        if confusion is not None:
-            update_confusion(confusion, predictions, targets)
-        if on_batch is not None:
-            on_batch(images, targets, logits)
+    with Progress(val_loader, "validate", progress) as bar:
+        for images, targets in bar:
+            images, targets = hw.batch(images, targets)
+            with hw.autocast():
+                logits = model(images)
+            predictions = logits.argmax(dim=1)  # (B,)
+            totals.loss_sum += loss_fn(logits, targets) * targets.size(0)
+            totals.correct += (predictions == targets).sum()
+            totals.seen += targets.size(0)
+            if confusion is not None:
+                update_confusion(confusion, predictions, targets)
+            if on_batch is not None:
+                on_batch(images, targets, logits)
     if confusion is not None:
         hw.processes.total(confusion)  # every process's counts: the figures cover the whole split
     loss_sum, correct, seen = totals.summed(hw)
