@@ -14,25 +14,37 @@ stricter twin here:
     assert a.device == b.device                          same_device(images=x, labels=y)
     an auto_device decorator for flat tensor args        move_to(batch, device), on_device(device)
     a context manager around torch.cuda.set_device       use_device(device): no-op off CUDA / XPU
+    nn.DataParallel(model) (gathers on cuda:0)           data_parallel(model, device): the resolved device first
+    try/except around main() for bad --device values     edge.run_main(main): one line, exit 2
     "Expected all tensors to be on the same device"      DeviceGuard(model); device_report(model)
-    torch.save(model) / torch.load(path)                 checkpoint.py: CPU-portable, atomic,
+    torch.save(model) / torch.load(path)                 checkpoint.py: CPU tensors only, atomic,
                                                          weights_only-loadable files
     autocast + GradScaler by hand                        precision.py: make_policy(name, device)
 
 Modules: backends.py (what the machine has, DeviceError), resolve.py (specs), gpus.py (GPU
-identity and free memory), placement.py (module_device, move_to, same_device), guard.py
-(DeviceGuard, device_report), checkpoint.py, precision.py. `python -m <package>.devkit [SPEC]`
+identity and free memory), placement.py (module_device, move_to, same_device, data_parallel),
+guard.py (DeviceGuard, device_report), checkpoint.py and atomic.py, precision.py, edge.py (main()'s
+exit codes). README.md: adopting it in an existing project. `python -m <package>.devkit [SPEC]`
 prints the device table and what SPEC resolves to.
 """
 
 from .backends import DeviceError, available_devices
 from .gpus import GpuInfo, device_identity, gpu_info, index_order_warning
 from .guard import DeviceGuard, device_report
-from .placement import DeviceAwareMixin, module_device, move_to, on_device, same_device, use_device
+from .placement import (
+                        DeviceAwareMixin,
+                        data_parallel,
+                        distributed_data_parallel,
+                        module_device,
+                        move_to,
+                        on_device,
+                        same_device,
+                        use_device,
+)
 from .resolve import describe_device, resolve_device
 
 __all__ = [
     "DeviceError", "available_devices", "resolve_device", "describe_device", "GpuInfo", "gpu_info",
     "device_identity", "index_order_warning", "module_device", "DeviceAwareMixin", "move_to", "on_device",
-    "use_device", "same_device", "device_report", "DeviceGuard",
+    "use_device", "same_device", "device_report", "DeviceGuard", "data_parallel", "distributed_data_parallel",
 ]

@@ -69,6 +69,17 @@ def to_cpu(obj: Any) -> Any:
     return obj
 
 
+def on_cpu(obj: Any) -> Any:
+    """`obj` with every tensor that is not on the CPU copied there; CPU tensors kept as they are (no copy)."""
+    if isinstance(obj, torch.Tensor):
+        return obj if obj.device.type == "cpu" else obj.detach().to("cpu")
+    if isinstance(obj, dict):
+        return {key: on_cpu(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):  # not a named tuple: its fields are typed
+        return type(obj)(on_cpu(value) for value in obj)
+    return obj
+
+
 def strip_wrapper_prefixes(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Keys as a plain model names them, whatever wrappers (DP, DDP, compile) were around it."""
     stripped = {}
@@ -137,10 +148,14 @@ def _plain_fix(found: str) -> str:
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
-    """Write `state` (CPU tensors and plain values) atomically with torch.save.
+    """Write `state` (tensors and plain values) atomically with torch.save, every tensor on the CPU.
 
+    A tensor on a GPU (model weights, optimizer moments, the scaler's scale, an RNG state) is copied to the
+    CPU for the file: the file loads with plain `torch.load(path, weights_only=True)` on a machine without
+    a GPU, and the live tensors stay where they are (CPU tensors are written as they are, not copied again).
     A value that weights_only loading would refuse raises TypeError before anything is written.
     """
+    state = on_cpu(state)
     found = unsafe_value(state)
     if found:
         raise TypeError(f"cannot save {path}: {found} would be refused by torch.load(weights_only=True); "

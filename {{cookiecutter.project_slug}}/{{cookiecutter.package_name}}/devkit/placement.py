@@ -179,3 +179,19 @@ def building_on(device: torch.device) -> Iterator[None]:
         return
     with _AllocateOnMeta():
         yield
+
+
+def data_parallel(module: nn.Module, device: torch.device) -> nn.Module:
+    """nn.DataParallel over every visible GPU with `device` (a resolved cuda:N) first: it holds the master copy and
+    gathers the outputs there, where the rest of the step runs. The module must already be on `device`."""
+    if device.type != "cuda":
+        raise DeviceError(f"DataParallel runs on CUDA devices, not {device}")
+    others = [index for index in range(torch.cuda.device_count()) if index != device.index]
+    return nn.DataParallel(module, device_ids=[device.index, *others], output_device=device.index)
+
+
+def distributed_data_parallel(module: nn.Module, device: torch.device) -> nn.Module:
+    """DistributedDataParallel for this process's resolved device (cuda:LOCAL_RANK under torchrun; CPU with gloo)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(module, device_ids=[device.index] if device.type in ("cuda", "xpu") else None)

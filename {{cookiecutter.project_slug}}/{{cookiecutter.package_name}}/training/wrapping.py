@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from ..devkit.placement import data_parallel
 from ..errors import UserError
 from ..processes import Processes
 
@@ -88,10 +89,8 @@ def wrap_model(model: nn.Module, mode: str, device: torch.device, *, compile: bo
     check_combination(mode, compile)
     if compile:
         check_compile(device)
-    if mode == "dp":
-        # device_ids[0] holds the master copy and gathers the outputs: it must be the run's device
-        others = [index for index in range(_cuda_count()) if index != device.index]
-        return nn.DataParallel(model, device_ids=[device.index, *others], output_device=device.index)
+    if mode == "dp":  # the run's device first: it holds the master copy and gathers the outputs
+        return data_parallel(model, device)
     model = (processes or Processes()).wrap(model, device)
     return torch.compile(model) if compile else model
 

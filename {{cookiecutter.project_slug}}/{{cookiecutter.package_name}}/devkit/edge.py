@@ -1,0 +1,37 @@
+"""The few lines of a script's main() that turn the kit's errors into what a user should see: one line, exit 2.
+
+Every error the kit raises for bad input (a device that is not here, a checkpoint that cannot be trusted, a
+precision the device cannot run) is a ValueError subclass whose message is that one line, so a script that
+adopts the kit needs only:
+
+    from devkit.edge import run_main
+
+    def main() -> int:
+        device = resolve_device(args.device)   # DeviceError for --device cuda:1 on a machine with one GPU
+        ...
+        return 0
+
+    if __name__ == "__main__":
+        sys.exit(run_main(main))               # "error: ...", exit 2; anything else keeps its traceback
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from .backends import DeviceError
+from .checkpoint import CheckpointError
+from .precision import PrecisionError
+
+KIT_ERRORS = (DeviceError, CheckpointError, PrecisionError)  # bad input: the user can fix it
+EXIT_BAD_INPUT = 2
+
+
+def run_main(main: Callable[[], int | None]) -> int:
+    """main()'s exit code (0 for None); a kit error is one line on stderr and EXIT_BAD_INPUT."""
+    try:
+        return main() or 0
+    except KIT_ERRORS as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
