@@ -1,6 +1,7 @@
 """Precision: autocast dtypes, a float32 loss, the GradScaler only where it belongs, half inference, NHWC."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -133,18 +134,60 @@ def test_a_default_bf16_on_a_cpu_with_native_bf16_stays(cpu_with_bf16):
     assert resolve_precision(None, "bf16", CPU) == ("bf16", None)
 
 
-def test_fp16_on_mps_is_refused_explicitly_and_left_by_a_default():
-    """MPS fp16 loss scaling has known torch bugs: --precision fp16 stops in one line; a default fp16 moves on."""
-    mps = torch.device("mps")
-    with pytest.raises(PrecisionError, match=r"\Afp16 training is not supported on mps \(.*known torch bugs\); use "):
-        make_policy("fp16", mps)
-    name, note = resolve_precision(None, "fp16", mps)
-    assert name in ("bf16", "fp32") and note.startswith("precision: fp16 training is not supported on mps")
+MPS = torch.device("mps")
 
 
-@pytest.mark.parametrize(("kind", "scaled"), [("cuda", True), ("xpu", True), ("cpu", False), ("mps", False)])
+@pytest.fixture
+def mac(monkeypatch):
+    """A Mac whose torch and macOS releases the test sets (mac(torch=(2, 7), macos=(14, 1))); MPS autocast works."""
+    def install(torch_release: tuple[int, int], macos: tuple[int, int] | None = (15, 0)) -> None:
+        monkeypatch.setattr(precision, "torch_release", lambda: torch_release)
+        monkeypatch.setattr(precision, "macos_release", lambda: macos)
+        monkeypatch.setattr(precision, "_autocast_works", lambda device, dtype: True)
+    return install
+
+
+@pytest.mark.parametrize(("release", "needs"), [((2, 4), "2.8+"), ((2, 7), "2.8+")])
+def test_fp16_on_mps_needs_autocast_and_the_gradscaler_there(mac, release, needs):
+    """fp16 autocast on MPS arrived in torch 2.5, its GradScaler in 2.8: before that, one line naming the release."""
+    mac(release)
+    with pytest.raises(PrecisionError, match=rf"\Afp16 training .* on mps needs torch {re.escape(needs)}"):
+        make_policy("fp16", MPS)
+
+
+def test_fp16_on_mps_from_torch_2_8_trains_with_a_scaler(mac):
+    mac((2, 8))
+    assert make_policy("fp16", MPS).uses_scaler
+
+
+def test_bf16_on_mps_needs_torch_2_6(mac):
+    mac((2, 5))
+    with pytest.raises(PrecisionError, match=r"\Abf16 autocast on mps needs torch 2\.6\+"):
+        make_policy("bf16", MPS)
+
+
+def test_bf16_on_mps_needs_macos_14(mac):
+    """torch 2.6+ on macOS 13: bf16 is refused naming macOS; on macOS 14 it runs."""
+    mac((2, 9), macos=(13, 6))
+    with pytest.raises(PrecisionError, match=r"\Abf16 on mps needs macOS 14\+, this Mac runs 13\.6"):
+        make_policy("bf16", MPS)
+    mac((2, 9), macos=(14, 0))
+    assert make_policy("bf16", MPS).dtype == torch.bfloat16
+
+
+def test_a_default_half_precision_mps_cannot_run_falls_back_with_a_note(mac):
+    """The template's default fp16 on an older torch: bf16 where that runs, with a note; nothing refused."""
+    mac((2, 6))
+    assert resolve_precision(None, "fp16", MPS) == ("bf16", "precision: fp16 training (autocast from 2.5, its "
+                                                           "GradScaler from 2.8) on mps needs torch 2.8+, this is "
+                                                           f"{torch.__version__}; running in bf16")
+    mac((2, 5))
+    assert resolve_precision(None, "fp16", MPS)[0] == "fp32"
+
+
+@pytest.mark.parametrize(("kind", "scaled"), [("cuda", True), ("xpu", True), ("cpu", False), ("mps", True)])
 def test_fp16_scales_the_loss_on_the_gpus_that_train_it(kind, scaled):
-    """CUDA and Intel XPU fp16 train with a GradScaler; the CPU's fp16 autocast needs none."""
+    """CUDA, Intel XPU and MPS fp16 train with a GradScaler; the CPU's fp16 autocast needs none."""
     assert PrecisionPolicy("fp16", torch.device(kind)).uses_scaler is scaled
 
 

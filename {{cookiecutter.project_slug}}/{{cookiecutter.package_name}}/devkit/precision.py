@@ -4,8 +4,10 @@
 - bf16: autocast to bfloat16; fp32's exponent range, so no loss scaling. A CPU runs it natively
   only with AVX512_BF16 or AMX (x86) or the bf16 extension (Arm); elsewhere torch emulates it,
   about 9x slower than fp32 (measured: 106 img/s fp32 vs 12 img/s bf16 on an AVX2-only EPYC).
-- fp16: autocast to float16 with a GradScaler on CUDA and XPU, where small gradients would underflow.
-  Not on MPS: its fp16 loss scaling has known torch bugs.
+- fp16: autocast to float16 with a GradScaler on CUDA, XPU and MPS, where small gradients would underflow.
+- On Apple's MPS (the versions accelerate checks, huggingface/accelerate#3373): fp16 autocast needs torch 2.5,
+  its GradScaler torch 2.8, bf16 autocast torch 2.6 and macOS 14; older ones are refused by name, or a
+  default falls back, before anything runs (they would fail inside the first step).
 The loss is always computed in float32 (the loss module upcasts the logits).
 - fp16 on a CPU: autocast works, but without AVX512_FP16 or AMX-FP16 it is emulated, about 25x slower
   than fp32 (measured: a ResNet-18 step on 32 images of 64 px, one thread, on an EPYC with AVX512_BF16:
@@ -21,13 +23,16 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import platform
 import warnings
 
 import torch
 from torch import nn
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-SCALED = ("cuda", "xpu")  # where fp16 trains with a GradScaler
+SCALED = ("cuda", "xpu", "mps")  # where fp16 trains with a GradScaler (MPS from torch 2.8: mps_rule)
+# (precision, what it needs on MPS): the torch release, and the macOS release (None: any)
+MPS_NEEDS = {"fp16": ((2, 8), None), "bf16": ((2, 6), (14, 0))}
 _CPU_BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # /proc/cpuinfo: x86 AVX512_BF16 / AMX, Arm's bf16
 EMULATED_BF16_COST = "about 9x slower than fp32"  # measured on an AVX2-only EPYC (see the module docstring)
 _CPU_FP16_FLAGS = {"avx512_fp16", "amx_fp16", "asimdhp"}  # x86 AVX512_FP16 / AMX-FP16, Arm's half-precision SIMD
@@ -110,6 +115,33 @@ def why_emulated(name: str, device: torch.device) -> str | None:
     return None
 
 
+def torch_release() -> tuple[int, int]:
+    """This torch's (major, minor) release."""
+    return tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def macos_release() -> tuple[int, int] | None:
+    """This Mac's (major, minor) macOS release; None off macOS."""
+    version = platform.mac_ver()[0]
+    return tuple(int(part) for part in (version.split(".") + ["0"])[:2]) if version else None
+
+
+def mps_rule(name: str) -> str | None:
+    """Why `name` cannot train on MPS with this torch and macOS (fp16 needs autocast from 2.5 and the GradScaler
+    from 2.8; bf16 needs 2.6 and macOS 14), or None when it can."""
+    needs = MPS_NEEDS.get(name)
+    if needs is None:
+        return None
+    torch_needed, macos_needed = needs
+    if torch_release() < torch_needed:
+        what = "fp16 training (autocast from 2.5, its GradScaler from 2.8)" if name == "fp16" else f"{name} autocast"
+        return f"{what} on mps needs torch {'.'.join(map(str, torch_needed))}+, this is {torch.__version__}"
+    macos = macos_release()
+    if macos_needed is not None and macos is not None and macos < macos_needed:
+        return f"{name} on mps needs macOS {macos_needed[0]}+, this Mac runs {'.'.join(map(str, macos))}"
+    return None
+
+
 def why_not(name: str, device: torch.device) -> str | None:
     """Why precision `name` cannot run on `device`, or None when it can."""
     if name not in DTYPES:
@@ -119,8 +151,8 @@ def why_not(name: str, device: torch.device) -> str | None:
     # Before the autocast probe: CUDA autocast disables itself (with a warning) on such a card.
     if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         return f"bf16 is not supported on {device} ({torch.cuda.get_device_name(device)})"
-    if name == "fp16" and device.type == "mps":
-        return "fp16 training is not supported on mps (its fp16 loss scaling has known torch bugs)"
+    if device.type == "mps" and mps_rule(name):
+        return mps_rule(name)
     if not _autocast_works(device, DTYPES[name]):
         return f"{name} autocast is not supported on {device.type}"
     return None
