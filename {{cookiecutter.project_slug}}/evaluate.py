@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from {{ cookiecutter.package_name }} import cli, config, data, metrics
+from {{ cookiecutter.package_name }} import cli, config, data, metrics, model_folder
 from {{ cookiecutter.package_name }}.data.splits import check_matches
 from {{ cookiecutter.package_name }}.data.unreadable import ReportingLoader, SkipUnreadable
 from {{ cookiecutter.package_name }}.devkit import precision
@@ -56,9 +56,10 @@ def get_args_parser() -> argparse.ArgumentParser:
 
 
 def default_png(checkpoint: str, split: str, kind: str = "confusion") -> Path:
-    """<kind>_<split>.png in the checkpoint's run directory."""
+    """<kind>_<split>.png in the checkpoint's run directory (beside a model folder: the folder stays as shared)."""
     path = Path(checkpoint)
-    return (path if path.is_dir() else path.parent) / f"{kind}_{split}.png"
+    inside = path.is_dir() and not model_folder.is_model_folder(path)
+    return (path if inside else path.parent) / f"{kind}_{split}.png"
 
 
 def report_unreadable(found: set[str], path: str, reason: str) -> None:
@@ -102,6 +103,8 @@ def split_to_measure(args: argparse.Namespace, state: dict, prep) -> data.Decode
 def read_checkpoint(args: argparse.Namespace, device) -> dict:
     """The checkpoint, checked; the data it names allowed only as the command line says (--allow-import)."""
     trusted = config.trusted_imports(*args.allow_import)
+    if args.data is None and model_folder.is_model_folder(args.checkpoint):
+        raise ConfigError(f"{args.checkpoint} is a model folder, which records no data: pass --data")
     state = run_state.read(args.checkpoint, trusted=trusted)
     if args.data is None:  # the run's own data, as its checkpoint names it, is what will be opened
         config.check_imports(state["config"], trusted, f"{args.checkpoint}: config", keys=("data",))

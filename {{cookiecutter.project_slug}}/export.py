@@ -2,12 +2,14 @@
 
     python export.py runs/latest/best.pt --format onnx --out model.onnx
     python export.py runs/latest/best.pt --format pt2 --out model.pt2
+    python export.py runs/latest/best.pt --format safetensors --out my-classifier   # a folder to share
 
 The file holds the plain model (normalised images (B, 3, H, W) in, logits (B, C) out; the batch
 dimension dynamic unless --static-batch) and the class names, image size and normalisation.
 Before writing, the exported model is run on a batch beside the checkpoint's model, and the
 largest logit and probability differences are printed; a file off by more than --tolerance in
 probability is not written (exit 1). Export runs on the CPU, so the file does not name a GPU.
+A safetensors folder (model_folder.py) holds the weights, config.json and a README.md model card.
 `predict.py FILE ...` takes the result wherever it takes a checkpoint.
 Exit codes: 0 done, 1 failure, 2 bad input (including a missing optional dependency).
 """
@@ -15,13 +17,15 @@ Exit codes: 0 done, 1 failure, 2 bad input (including a missing optional depende
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import math
 import sys
 from pathlib import Path
 
 import torch
 
-from {{ cookiecutter.package_name }} import cli, config, model_files
+from {{ cookiecutter.package_name }} import cli, config, model_files, model_folder
 from {{ cookiecutter.package_name }}.devkit import atomic
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import run_state
@@ -31,9 +35,11 @@ def get_args_parser() -> argparse.ArgumentParser:
     """The export flags."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
-    p.add_argument("--format", required=True, choices=model_files.FORMATS,
-                   help="onnx: for onnxruntime (needs pip install -e '.[export]'); pt2: torch.export")
-    p.add_argument("--out", required=True, help="the file to write (e.g. model.onnx, model.pt2)")
+    p.add_argument("--format", required=True, choices=[*model_files.FORMATS, "safetensors"],
+                   help="onnx: for onnxruntime (needs pip install -e '.[export]'); pt2: torch.export; safetensors: "
+                        "a folder of weights, config.json and a model card (needs the export extra)")
+    p.add_argument("--out", required=True, help="the file to write (e.g. model.onnx, model.pt2), or the folder for "
+                                                "safetensors")
     p.add_argument("--batch-size", type=int, default=4, help="images in the parity check (default: %(default)s)")
     p.add_argument("--static-batch", action="store_true", help="fix the batch dimension to --batch-size")
     p.add_argument("--tolerance", type=float, default=1e-3,
@@ -70,10 +76,13 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.tolerance < math.inf:  # NaN fails this too: a check that accepts anything is no check
         raise ConfigError(f"--tolerance must be a finite number of at least 0, got {args.tolerance}")
     device = torch.device("cpu")  # a graph traced on a GPU would name that GPU; the CPU's is portable
-    check_out(Path(args.out))  # before the export's minutes of work
+    if args.format != "safetensors":
+        check_out(Path(args.out))  # before the export's minutes of work
     state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
+    if args.format == "safetensors":
+        return export_folder(args, state, model, metadata)
     size = metadata.image_size
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(args.batch_size, 3, size, size, generator=generator)  # (B, 3, H, W), normalised
@@ -97,6 +106,29 @@ def run(args: argparse.Namespace) -> int:
     batch = check_batch if args.static_batch else "dynamic"
     print(f"wrote {path} ({args.format}, {Path(path).stat().st_size / 2**20:.1f} MiB, "
           f"{len(metadata.class_names)} classes, {size} px, batch {batch})")
+    return 0
+
+
+def export_folder(args: argparse.Namespace, state: dict, model, metadata: model_files.Metadata) -> int:
+    """The model folder: weights, settings and card; read back and checked against the checkpoint's model."""
+    record = Path(args.checkpoint) / "config.json" if Path(args.checkpoint).is_dir() else \
+        Path(args.checkpoint).parent / "config.json"  # the run's own record: the command and versions
+    try:
+        run_record = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
+    except (OSError, ValueError):
+        run_record = None
+    try:
+        folder = model_folder.write(state, dataclasses.asdict(metadata), run_record, args.out)
+    except OSError as error:
+        raise ConfigError(f"cannot write --out {args.out}: {error.strerror or error}") from None
+    back = run_state.read(folder, trusted=config.trusted_imports(*args.allow_import))
+    candidate = model_files.TorchPredictor(run_state.model_from_state(back, torch.device("cpu"), str(folder)).eval(),
+                                           metadata, torch.device("cpu"))
+    images = torch.randn(args.batch_size, 3, metadata.image_size, metadata.image_size,
+                         generator=torch.Generator().manual_seed(0))
+    logit_diff, _ = parity(model_files.TorchPredictor(model, metadata, torch.device("cpu")), candidate, images)
+    print(f"wrote {folder} (model.safetensors, config.json, README.md; {len(metadata.class_names)} classes, "
+          f"{metadata.image_size} px; read back: max |logit difference| {logit_diff:.3g})")
     return 0
 
 

@@ -105,7 +105,7 @@ class TorchvisionBackbone(Backbone):
         name = self.name
         num_outputs = len(self.weights.meta["categories"])
         with building_on(device):
-            backbone = models.get_model(name, weights=None, **_builder_kwargs(self, image_size, state is not None))
+            backbone = models.get_model(name, weights=None, **builder_kwargs(self, image_size, state is not None))
         if device.type == "meta":
             backbone = backbone.to(device)  # the few buffers derived from index arithmetic (position tables)
         if state is not None:
@@ -252,7 +252,7 @@ def check_image_size(name: str, size: int) -> None:
                             f"(its own size is {default_image_size(name)})")
 
 
-def _builder_kwargs(backbone: TorchvisionBackbone, image_size: int | None, pretrained: bool) -> dict:
+def builder_kwargs(backbone: TorchvisionBackbone, image_size: int | None, pretrained: bool) -> dict:
     """The arguments torchvision's builder would be given for this backbone, as its weights expect."""
     name, size = backbone.name, image_size or backbone.default_image_size()
     if name.startswith("vit_"):
@@ -275,13 +275,16 @@ def drop_auxiliary_heads(backbone: nn.Module) -> None:
                 setattr(backbone, child, None)
 
 
+def find_classifier(model: nn.Module, num_outputs: int = 1000) -> tuple[str, nn.Module]:
+    """The name and layer of a torchvision model's classifier: its last layer with `num_outputs` outputs."""
+    return [(name, module) for name, module in model.named_modules()
+            if (isinstance(module, nn.Linear) and module.out_features == num_outputs)
+            or (isinstance(module, nn.Conv2d) and module.out_channels == num_outputs)][-1]
+
+
 def strip_classifier(backbone: nn.Module, num_outputs: int = 1000) -> int:
     """Replace the backbone's classifier (its last layer with `num_outputs` outputs) by Identity; return its width."""
-    def is_classifier(module: nn.Module) -> bool:
-        return ((isinstance(module, nn.Linear) and module.out_features == num_outputs)
-                or (isinstance(module, nn.Conv2d) and module.out_channels == num_outputs))
-
-    name, layer = [(name, module) for name, module in backbone.named_modules() if is_classifier(module)][-1]
+    name, layer = find_classifier(backbone, num_outputs)
     parent_name, _, child = name.rpartition(".")
     setattr(backbone.get_submodule(parent_name), child, nn.Identity())
     # Whatever follows the classifier (SqueezeNet's ReLU, pooling, flatten) keeps the channel count.

@@ -17,6 +17,7 @@ the portable, atomic, weights_only file format underneath):
     best_val_acc  the best validation accuracy so far
     config        the run's TrainConfig as a dict
     class_names   the label of each logit, in order
+    class_counts  training images per class (the model card's figures)
     image_size    the side of the square images the model was trained on
     rng           the global RNG states (seeding.rng_state)
     metrics       metrics.csv's rows up to `epoch`, so a resumed run rewrites the same file
@@ -40,7 +41,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import __version__
+from .. import __version__, model_folder
 from ..config import check_imports
 from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
@@ -73,6 +74,7 @@ def training_state(run, epoch: int, *, step: int = 0, epoch_totals: dict | None 
         "best_val_acc": run.best_acc,
         "config": run.cfg.to_dict(),
         "class_names": list(run.class_names),
+        "class_counts": [int(count) for count in run.class_counts.tolist()],  # training images per class
         "image_size": run.image_size,
         "rng": seeding.rng_state(),
         "metrics": [dict(row) for row in run.rows],
@@ -97,7 +99,10 @@ def read(path: str | os.PathLike, map_location: torch.device | str = "cpu", *,
     ConfigError: the file is read with weights_only, and naming a module must not run code either. (Its
     recorded data is checked where it would be opened: train.py --resume, evaluate.py without --data.)
     """
-    state = checkpoint.load_checkpoint(path, map_location=map_location)
+    if model_folder.is_model_folder(path):  # export.py --format safetensors: checked like any checkpoint
+        state = model_folder.read(path)
+    else:
+        state = checkpoint.load_checkpoint(path, map_location=map_location)
     state_check.check_values(state, path)
     check_imports(state["config"], trusted, f"{path}: config", keys=("backbone",))  # the shape check builds it
     state_check.check_shapes(state, lambda: build_for(state, torch.device("meta")), path)

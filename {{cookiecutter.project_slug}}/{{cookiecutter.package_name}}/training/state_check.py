@@ -38,7 +38,7 @@ HEAD_WEIGHT = "head.weight"  # model.Classifier's head: one row per class
 OPTIONAL_KINDS: dict[str, type | tuple[type, ...]] = {
     "epoch": int, "step": int, "best_val_acc": (int, float), "optimizer": dict, "scheduler": dict, "scaler": dict,
     "loss": dict, "rng": dict, "metrics": list, "version": str, "preprocessing": (dict, type(None)),
-    "weights": str, "ema": (dict, type(None)), "epoch_totals": dict, "unreadable": dict,
+    "weights": str, "ema": (dict, type(None)), "epoch_totals": dict, "unreadable": dict, "class_counts": list,
 }
 
 

@@ -1,0 +1,141 @@
+"""export.py --format safetensors: the folder people share (weights, config.json, a model card), read back by
+predict.py and evaluate.py, and loadable with torchvision alone in the card's five lines."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import HANG_S
+
+import evaluate
+import export
+import predict
+import train
+from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
+from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.outputs import read_metrics
+from {{ cookiecutter.package_name }}.training import run_state
+
+pytest.importorskip("safetensors", reason="needs the export extra: pip install -e '.[export]'")
+pytestmark = pytest.mark.slow  # trains, exports and starts Pythons: end-to-end
+BASE = ["--device", "cpu", "--batch-size", "8", "--image-size", "32", "--no-pretrained", "--workers", "0",
+        "--progress", "none"]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_data, tmp_path_factory) -> Path:
+    """A real one-epoch run of the default model on the tiny data."""
+    out = tmp_path_factory.mktemp("run") / "run"
+    assert train.main(["--data", str(tiny_data), "--out", str(out), "--epochs", "1", *BASE]) == 0
+    return out
+
+
+def logits(path: Path, images: torch.Tensor) -> torch.Tensor:
+    """The logits of the model `path` holds (a checkpoint or a model folder), read as predict.py reads it."""
+    model = run_state.model_from_state(run_state.read(path), torch.device("cpu"), str(path)).eval()
+    with torch.no_grad():
+        return model(images)
+
+
+def test_the_folder_predicts_exactly_what_the_checkpoint_predicts(trained, tiny_data, tmp_path, capsys):
+    """Round trip: the folder's model gives the checkpoint's logits bit for bit, and predict.py takes the folder."""
+    folder = tmp_path / "my-classifier"
+    assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(folder)]) == 0
+    images = torch.randn(3, 3, 32, 32)
+    assert torch.equal(logits(folder, images), logits(trained / "best.pt", images))
+    capsys.readouterr()
+    image = next((tiny_data / "val").rglob("*.png"))
+    assert predict.main([str(folder), str(image), "--device", "cpu", "--json"]) == 0
+    from_folder = json.loads(capsys.readouterr().out)
+    assert predict.main([str(trained / "best.pt"), str(image), "--device", "cpu", "--json"]) == 0
+    assert from_folder == json.loads(capsys.readouterr().out)
+
+
+def test_the_folder_holds_no_pickle(trained, tmp_path):
+    """Weights in safetensors (a JSON header and raw bytes), settings in JSON, the card in text: nothing unpickles."""
+    folder = tmp_path / "shared"
+    assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(folder)]) == 0
+    assert sorted(path.name for path in folder.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    weights = (folder / "model.safetensors").read_bytes()
+    header = int.from_bytes(weights[:8], "little")
+    assert json.loads(weights[8:8 + header]) and not weights.startswith((b"\x80", b"PK"))
+    json.loads((folder / "config.json").read_text())
+
+
+def test_the_card_renders_the_runs_own_figures(trained, tmp_path):
+    """Class counts, the epoch's validation figures and the command that made it, from the run, not placeholders."""
+    folder = tmp_path / "card"
+    assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(folder)]) == 0
+    card = (folder / "README.md").read_text()
+    state = torch.load(trained / "best.pt", map_location="cpu", weights_only=True)
+    for name, count in zip(state["class_names"], state["class_counts"]):
+        assert f"| {name} | {count} |" in card
+    row = next(r for r in read_metrics(trained / "metrics.csv") if r["epoch"] == state["epoch"])
+    assert f"- val_acc: {row['val_acc']:.4f}" in card
+    command = " ".join(json.loads((trained / "config.json").read_text())["environment"]["command"])
+    assert f"- command: `{command}`" in card and "not recorded" not in card
+
+
+def exported_folder(backbone: str, tmp_path: Path) -> tuple[torch.nn.Module, Path]:
+    """A random model of `backbone` for 3 classes at 64 px, saved as a checkpoint and exported as a folder."""
+    torch.manual_seed(0)
+    model = build_model(backbone, 3, pretrained=False, device=torch.device("cpu"), image_size=64).eval()
+    state = {"model": model_state(model), "config": TrainConfig(backbone=backbone).to_dict(),
+             "class_names": ["a", "b", "c"], "image_size": 64, "epoch": 1}
+    checkpoint = save_checkpoint(tmp_path / "best.pt", state)
+    folder = tmp_path / "folder"
+    assert export.main([str(checkpoint), "--format", "safetensors", "--out", str(folder)]) == 0
+    return model, folder
+
+
+@pytest.mark.parametrize("backbone", ["resnet18", "mobilenet_v3_small", "googlenet"])
+def test_the_cards_five_lines_load_it_with_torchvision_alone(backbone, tmp_path):
+    """The card's snippet, run in a fresh Python with no project on the path: torchvision's own model, the same
+    logits (a Linear head at fc, at classifier[3] after a hidden layer, GoogLeNet without its auxiliary heads)."""
+    model, folder = exported_folder(backbone, tmp_path)
+    snippet = re.search(r"```python\n(.*?)```", (folder / "README.md").read_text(), re.S).group(1)
+    images = torch.randn(2, 3, 64, 64)
+    torch.save(images, tmp_path / "images.pt")
+    check = snippet + f"import torch\nprint(model(torch.load({str(tmp_path / 'images.pt')!r})).tolist())\n"
+    result = subprocess.run([sys.executable, "-I", "-c", check], cwd=folder, capture_output=True, text=True,
+                            timeout=HANG_S)
+    assert result.returncode == 0, result.stderr[-2000:]
+    with torch.no_grad():
+        expected = model(images)
+    assert torch.allclose(torch.tensor(json.loads(result.stdout)), expected, atol=1e-5)
+
+
+def test_a_model_torchvision_cannot_rebuild_says_so_in_its_card(tmp_path):
+    """SqueezeNet's classifier is a convolution followed by a ReLU and pooling: no five-line promise is made."""
+    _, folder = exported_folder("squeezenet1_0", tmp_path)
+    card = (folder / "README.md").read_text()
+    assert "```python" not in card and "is not rebuilt by torchvision" in card
+    assert json.loads((folder / "config.json").read_text())["torchvision"] is None
+
+
+def test_evaluate_needs_data_for_a_folder_and_measures_with_it(trained, tiny_data, tmp_path, capsys):
+    """A model folder records no data: evaluate.py asks for --data in one line (exit 2), then measures."""
+    folder = tmp_path / "eval"
+    assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(folder)]) == 0
+    capsys.readouterr()
+    assert evaluate.main([str(folder), "--device", "cpu"]) == 2
+    assert "pass --data" in capsys.readouterr().err
+    assert evaluate.main([str(folder), "--data", str(tiny_data), "--device", "cpu", "--out",
+                          str(tmp_path / "c.png"), "--mistakes", str(tmp_path / "m.png")]) == 0
+    assert not list(folder.glob("*.png"))  # the shared folder is left as it was
+
+
+def test_an_existing_folder_is_refused_and_left_alone(trained, tmp_path, capsys):
+    """--out naming a folder that holds files: one line, exit 2, nothing in it touched."""
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(out)]) == 2
+    assert "not an empty folder" in capsys.readouterr().err and [p.name for p in out.iterdir()] == ["notes.txt"]

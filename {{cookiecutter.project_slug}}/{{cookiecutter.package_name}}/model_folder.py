@@ -1,0 +1,150 @@
+"""A trained model as the folder people share (the Hugging Face layout): its weights, its settings, a model card.
+
+    python export.py runs/latest/best.pt --format safetensors --out my-classifier
+
+    model.safetensors  the weights only: safetensors holds named tensors and nothing else (no pickle, no code)
+    config.json        the classes, backbone, input size and preprocessing, and how torchvision alone rebuilds it
+    README.md          the model card: what it classifies, the data's class counts, the validation figures, the
+                       command and versions that made it, and loading it in five lines without this project
+
+predict.py, evaluate.py and export.py take the folder wherever they take a checkpoint (`read` turns it into the
+checkpoint layout run_state checks); its backbone, if an import path, is imported only when the user names it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torchvision import models
+
+from .backbones import builder_kwargs, find_classifier, is_import_path, resolve_backbone
+from .devkit.atomic import atomic_write
+from .devkit.placement import building_on
+from .errors import MissingDependencyError, UserError
+
+WEIGHTS, SETTINGS, CARD = "model.safetensors", "config.json", "README.md"
+FORMAT = "image-classifier safetensors folder, version 1"  # config.json's "format": what reads it back
+
+
+class ModelFolderError(UserError):
+    """A folder that is not a model folder this project writes, or cannot be written where asked."""
+
+
+def _safetensors():
+    try:
+        import safetensors.torch
+    except ImportError:
+        raise MissingDependencyError("safetensors folders need the safetensors package: "
+                                     "pip install -e '.[export]'") from None
+    return safetensors.torch
+
+
+def is_model_folder(path: str | Path) -> bool:
+    """Whether `path` is a folder holding model.safetensors (as opposed to a run folder or a file)."""
+    return Path(path).is_dir() and (Path(path) / WEIGHTS).is_file()
+
+
+def torchvision_recipe(name: str, image_size: int) -> dict[str, Any] | None:
+    """How torchvision alone rebuilds the model: the builder's arguments, and where the project's `head.*` goes
+    (the classifier's own name: fc, classifier.1, heads.head, ...); every other key loses its `backbone.`.
+    None where torchvision's classifier is no last Linear layer (SqueezeNet's convolution is followed by a ReLU
+    and pooling, so the project's head computes something else there)."""
+    kwargs = builder_kwargs(resolve_backbone(name), image_size, pretrained=True)
+    if name in ("googlenet", "inception_v3"):
+        kwargs["aux_logits"] = False  # the project trains without the auxiliary heads
+    with building_on(torch.device("meta")):
+        built = models.get_model(name, weights=None, **kwargs)
+    classifier, layer = find_classifier(built)
+    if not isinstance(layer, torch.nn.Linear):
+        return None
+    return {"kwargs": kwargs, "keys": {f"head.{part}": f"{classifier}.{part}" for part in ("weight", "bias")}}
+
+
+def settings(state: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
+    """config.json: what a reader needs beside the weights, and torchvision's recipe for a torchvision backbone."""
+    backbone = state["config"]["backbone"]
+    recipe = None if is_import_path(backbone) else torchvision_recipe(backbone, metadata["image_size"])
+    return {"format": FORMAT, **metadata, "torchvision": recipe,
+            "class_counts": state.get("class_counts"), "epoch": int(state.get("epoch", 0))}
+
+
+def write(state: dict[str, Any], metadata: dict[str, Any], run_record: dict | None, out: str | Path) -> Path:
+    """The folder `out` (new, or empty): the weights, settings and card, written whole or not at all."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ModelFolderError(f"--out {out} already exists and is not an empty folder; name a new folder")
+    values = settings(state, metadata)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
+    try:
+        _safetensors().save_file({key: tensor.contiguous() for key, tensor in state["model"].items()},
+                                 str(scratch / WEIGHTS))
+        atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
+        atomic_write(scratch / CARD, card(values, state, run_record))
+        if out.exists():
+            out.rmdir()
+        scratch.rename(out)  # the folder appears whole: a kill before this leaves only the hidden scratch folder
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
+def read(folder: str | Path) -> dict[str, Any]:
+    """The folder as a checkpoint's layout (model, config, class_names, image_size, preprocessing), unchecked:
+    run_state.read checks it as it checks every checkpoint."""
+    folder = Path(folder)
+    try:
+        values = json.loads((folder / SETTINGS).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as error:
+        raise ModelFolderError(f"{folder}: no readable {SETTINGS} ({type(error).__name__})") from None
+    if not isinstance(values, dict) or values.get("format") != FORMAT:
+        raise ModelFolderError(f"{folder}: {SETTINGS} is not one this project's export.py writes")
+    try:
+        weights = _safetensors().load_file(str(folder / WEIGHTS), device="cpu")
+    except (OSError, ValueError, RuntimeError) as error:  # safetensors' own errors for a damaged file
+        raise ModelFolderError(f"{folder}: {WEIGHTS} is not readable ({type(error).__name__})") from None
+    preprocessing = {key: values.get(key) for key in ("image_size", "resize_size", "mean", "std")}
+    return {"model": weights, "config": {"backbone": values.get("backbone")}, "class_names": values.get("class_names"),
+            "image_size": values.get("image_size"), "epoch": values.get("epoch", 0),
+            "preprocessing": {**preprocessing, "reason": "the model folder's", "augment": "none"}}
+
+
+def card(values: dict[str, Any], state: dict[str, Any], run_record: dict | None) -> str:
+    """The README.md model card, every figure taken from the run."""
+    names, rows = values["class_names"], state.get("metrics") or []
+    row = next((r for r in reversed(rows) if r.get("epoch") == values["epoch"]), rows[-1] if rows else {})
+    counts = values.get("class_counts") or [None] * len(names)
+    lines = [f"# {values['backbone']} image classifier ({len(names)} classes)", "",
+             f"Classifies RGB images into {', '.join(names)}. Trained with torch-device-template's train.py for "
+             f"{values['epoch']} epoch(s).", "", "## Training data", "", "| class | training images |", "|---|---|"]
+    lines += [f"| {name} | {count if count is not None else 'not recorded'} |" for name, count in zip(names, counts)]
+    lines += ["", f"## Validation (epoch {values['epoch']})", ""]
+    lines += [f"- {key}: {row[key]:.4f}" for key in ("val_acc", "val_loss", "val_macro_f1") if key in row] or [
+        "- not recorded"]
+    environment = (run_record or {}).get("environment", {})
+    lines += ["", "## Made with", "", f"- command: `{' '.join(environment.get('command', ['not recorded']))}`"]
+    lines += [f"- {key} {environment[key]}" for key in ("python", "torch", "torchvision") if key in environment]
+    lines += ["", "## Preprocessing", "",
+              f"Resize the shorter side to {values.get('resize_size') or values['image_size']} px, centre-crop "
+              f"{values['image_size']} px, scale to [0, 1], normalise with mean {values['mean']} and std "
+              f"{values['std']} (torchvision.transforms.v2: Resize, CenterCrop, ToDtype(scale=True), Normalize)."]
+    lines += ["", "## Load it without this project", "", *_loading(values)]
+    return "\n".join(lines) + "\n"
+
+
+def _loading(values: dict[str, Any]) -> list[str]:
+    if values.get("torchvision") is None:
+        return [f"`{values['backbone']}` is not rebuilt by torchvision's builder with this head (your own module, or "
+                f"a classifier that is not a last Linear layer): build the backbone without its classifier, add "
+                f"`head = nn.Linear(features, {len(values['class_names'])})`, and load model.safetensors into both "
+                "(keys `backbone.*` and `head.*`), or use this project's predict.py."]
+    return ["```python", "import json, torchvision", "from safetensors.torch import load_file",
+            'config = json.load(open("config.json")); recipe = config["torchvision"]',
+            'model = torchvision.models.get_model(config["backbone"], num_classes=len(config["class_names"]), '
+            '**recipe["kwargs"]).eval()',
+            'model.load_state_dict({recipe["keys"].get(k, k.removeprefix("backbone.")): v '
+            'for k, v in load_file("model.safetensors").items()})', "```"]
