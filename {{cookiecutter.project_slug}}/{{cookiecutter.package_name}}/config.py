@@ -179,7 +179,7 @@ class TrainConfig:
     max_bad_fraction: float = 0.01  # unreadable images are skipped; more than this fraction of a split stops the run
     save_every_minutes: float = 0.0  # also write a mid-epoch last.pt this often; 0: at epoch ends and on signals
     progress: str = "auto"  # auto (a bar on a terminal, plain lines in a log file) | bar | lines | none
-    logger: str = "csv"  # csv (= none: metrics.csv only) | the tracker answer's plugin (tensorboard, mlflow, wandb)
+    logger: str = "{{ cookiecutter.tracker }}"  # csv (= none: metrics.csv only) | the tracker this project was made with
     # Fine-tuning (training/recipe.py); the defaults train every parameter at one learning rate.
     val_split: float = 0.2  # --data of class folders without train/ and val/: this fraction of each class validates
     resplit: bool = False  # with --resume: divide data that changed since the run's --val-split anew (data/splits.py)

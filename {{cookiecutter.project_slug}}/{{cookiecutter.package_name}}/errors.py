@@ -2,16 +2,14 @@
 
 Every project module raises a subclass of `UserError` for bad input (a flag, a data folder, a
 file). The device kit (`devkit/`) is written to be copied into other projects whole, so its
-errors (`DeviceError`, `CheckpointError`, `PrecisionError`) subclass ValueError directly instead
-of importing this module; `USER_ERRORS` names them beside it.
+errors (`DeviceError`, `CheckpointError`, `PrecisionError`: devkit/edge.KIT_ERRORS) subclass ValueError
+directly instead of importing this module; `USER_ERRORS` names them beside it.
 """
 
 from __future__ import annotations
 
-from .devkit import DeviceError
 from .devkit.atomic import DiskFullError
-from .devkit.checkpoint import CheckpointError
-from .devkit.precision import PrecisionError
+from .devkit.edge import KIT_ERRORS
 
 
 class UserError(ValueError):
@@ -26,7 +24,7 @@ class MissingDependencyError(UserError):
     """An optional feature whose dependency group is not installed (e.g. `pip install -e '.[export]'`)."""
 
 
-USER_ERRORS: tuple[type[Exception], ...] = (UserError, DeviceError, CheckpointError, PrecisionError)
+USER_ERRORS: tuple[type[Exception], ...] = (UserError, *KIT_ERRORS)
 
 
 class RunFailure(RuntimeError):

@@ -14,7 +14,7 @@ import argparse
 import dataclasses
 import math
 
-from . import backbones, config, plugins
+from . import backbones, config, hooks, plugins
 from .config import usable_cores  # also settings.usable_cores: the bound --threads is checked against
 from .config_file import read_config_file
 from .data import DEMO_IMAGE_SIZE
@@ -23,7 +23,7 @@ from .devkit.precision import DTYPES
 from .errors import ConfigError
 from .training import optimization, progress, recipe, wrapping
 
-# Each flag's choices in this project; the plugins of its answers add theirs (plugins.choices)
+# Each flag's choices in this project; the plugins of its answers add theirs (hooks.choices)
 CORE_CHOICES = {"precision": tuple(DTYPES), "parallel": wrapping.MODES, "logger": ("csv", "none"),
                 "progress": progress.MODES,
                 "augment": tuple(AUGMENTATIONS), "decode": ("auto", "cpu"),
@@ -44,7 +44,7 @@ MAY_CHANGE_ON_RESUME = frozenset({
 def choices(installed: list | None = None) -> dict[str, tuple[str, ...]]:
     """Every flag's choices: the core's and what the installed plugins add (default: this project's plugins)."""
     installed = plugins.load_plugins() if installed is None else installed
-    return {field: plugins.choices(installed, field, core) for field, core in CORE_CHOICES.items()}
+    return {field: hooks.choices(installed, field, core) for field, core in CORE_CHOICES.items()}
 
 
 def check_available(installed: list, field: str, value: str, device) -> None:
@@ -88,8 +88,8 @@ def _data_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g.add_argument("--workers", type=int, help="DataLoader worker processes (default: the cores this process may use "
                    "per ddp rank on the node, less one; here " + f"{config.default_workers()})")
     g.add_argument("--decode", choices=choices["decode"], help="where JPEGs are decoded: cpu (in the loader "
-                   "workers); device (the workers read bytes, the GPU decodes, resizes, crops and flips); auto: "
-                   "device for JPEG data on CUDA" + _default("decode"))
+                   "workers); device, with the gpu_decode answer (the workers read bytes, the GPU decodes, resizes, "
+                   "crops and flips); auto: device where it pays (JPEG data on CUDA), else cpu" + _default("decode"))
     g.add_argument("--cache-images", action="store_true",
                    help="decode the data once into memory (uint8, resized) so small runs are compute-bound")
     g.add_argument("--cache-budget-mb", type=int, help="memory --cache-images may use" + _default("cache_budget_mb"))

@@ -1,0 +1,98 @@
+"""--compile's cache: a resumed run loads what the first one compiled; a damaged or foreign cache is ignored.
+
+Real torch.compile runs (inductor on the CPU, with a tiny own backbone so a compile takes seconds), each in
+a process of its own with an empty inductor cache, so only the run folder's cache can carry anything over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import HANG_S
+from run_helpers import PROJECT
+
+from {{ cookiecutter.package_name }}.training import compile_cache
+from {{ cookiecutter.package_name }}.training.wrapping import ParallelError, check_compile
+
+pytestmark = pytest.mark.slow
+
+TINY = textwrap.dedent('''
+    from torch import nn
+
+    def tiny():
+        return nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+''')
+
+
+@pytest.fixture
+def compiled(tiny_data, tmp_path):
+    """A function running train.py --compile on the tiny data in a fresh process (its own inductor cache)."""
+    if not compile_cache.supported():
+        pytest.skip("torch.compiler.save_cache_artifacts arrived in torch 2.7")
+    try:
+        check_compile(__import__("torch").device("cpu"))
+    except ParallelError as error:
+        pytest.skip(str(error))
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "tiny_net.py").write_text(TINY)
+
+    def run(out, *extra: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(tmp_path / "user"),
+               "XDG_CACHE_HOME": str(tmp_path / "user-cache"),  # this user's signing key, for the test alone
+               "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"inductor-{len(list(tmp_path.glob('inductor-*')))}")}
+        command = [sys.executable, "train.py", "--data", str(tiny_data), "--out", str(out), "--device", "cpu",
+                   "--backbone", "tiny_net:tiny", "--no-pretrained", "--image-size", "32", "--batch-size", "8",
+                   "--workers", "0", "--compile", "--progress", "none", *extra]
+        return subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=HANG_S)
+    return run
+
+
+def test_a_resumed_compiled_run_loads_the_cache_its_first_run_saved(compiled, tmp_path):
+    """Epoch 1 saves compile_cache.bin and what it was made for; the resume to epoch 2 loads it."""
+    out = tmp_path / "run"
+    first = compiled(out, "--epochs", "1")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert (out / compile_cache.CACHE).stat().st_size > 0
+    assert json.loads((out / compile_cache.KEY).read_text())["made_for"]["device"] == "cpu"
+    resumed = compiled(out, "--epochs", "2", "--resume", str(out))
+    assert resumed.returncode == 0 and "compile cache: loaded" in resumed.stderr, resumed.stderr[-2000:]
+
+
+class Unpickled:
+    """A pickle that creates a file when loaded: what a hostile compile_cache.bin would run."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "another device", "a pickle from elsewhere"])
+def test_a_damaged_foreign_or_hostile_cache_is_ignored_with_a_note(compiled, tmp_path, damage):
+    """A cache cut short, made for another device, or replaced by a pickle that runs code: not trusted, never
+    unpickled; a note, and the run compiles anew."""
+    out, marker = tmp_path / "run", tmp_path / "unpickled"
+    assert compiled(out, "--epochs", "1").returncode == 0
+    record = json.loads((out / compile_cache.KEY).read_text())
+    if damage == "truncated":
+        (out / compile_cache.CACHE).write_bytes((out / compile_cache.CACHE).read_bytes()[:100])
+    elif damage == "another device":
+        record["made_for"]["device"] = "cuda:0 (NVIDIA H100 80GB HBM3)"
+        (out / compile_cache.KEY).write_text(json.dumps(record))
+    else:  # the attacker can recompute a plain hash, not this user's HMAC
+        hostile = pickle.dumps(Unpickled(str(marker)))
+        (out / compile_cache.CACHE).write_bytes(hostile)
+        record["signature"] = hashlib.sha256(hostile).hexdigest()
+        (out / compile_cache.KEY).write_text(json.dumps(record))
+    resumed = compiled(out, "--epochs", "2", "--resume", str(out))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "note: compile cache ignored" in resumed.stderr and "compile cache: loaded" not in resumed.stderr
+    assert not marker.exists()
