@@ -2,7 +2,7 @@
 section describes keep the tests that read those registries green, without editing one test.
 
 The changes: an --augment recipe (data/transforms.py), a TrainConfig field (config.py), a tracker
-(training/tracking.py), and their own backbone module made the project's default (a new module in the
+(a new plugin module in plugins/), and their own backbone module made the project's default (a new module in the
 package, config.py's `backbone`).
 
 Each change is made in a copy of the default bake the way its owner would make it (a few lines in the one
@@ -44,21 +44,26 @@ CONFIG_FIELD = (
     None,
 )
 TRACKER = (
-    f"{PKG}/training/tracking.py",
-    lambda text: text + '''
+    f"{PKG}/plugins/printer.py",
+    lambda text: text + '''"""Ours: each epoch's row on stdout (--logger print)."""
 
-class PrintLogger(Logger):
-    """Ours: each epoch's row on stdout."""
-
-    def __init__(self, log_dir: Path, **_):
-        self.log_dir = log_dir
-
-    def log_epoch(self, row: dict, step_losses: torch.Tensor | None, last_step: int) -> None:
-        print(f"epoch {row['epoch']}: {row}")
+from . import Plugin
 
 
-LOGGERS["print"] = None
-_OPENERS["print"] = PrintLogger
+class PrintPlugin(Plugin):
+    """--logger print."""
+
+    name, optional = "print", True
+
+    def choices(self) -> dict[str, list[str]]:
+        return {"logger": ["print"]}
+
+    def after_epoch(self, run, row: dict) -> None:
+        if run.cfg.logger == "print" and run.processes.is_main():
+            print(f"epoch {row['epoch']}: {row}")
+
+
+PLUGIN = PrintPlugin()
 ''',
     "print",
 )
@@ -93,7 +98,8 @@ CHANGES = {"augment-recipe": AUGMENT_RECIPE, "config-field": CONFIG_FIELD, "trac
 # The generated tests that read the augmentation registry, the loggers, the backbones or TrainConfig's fields.
 READERS = ["tests/test_settings.py", "tests/data/test_transforms.py", "tests/test_config.py",
            "tests/test_backbones.py", "tests/test_own_backbone.py", "tests/test_model.py",
-           "tests/training/test_tracking.py", "tests/training/test_trackers.py", "tests/training/test_host_syncs.py",
+           "tests/plugins/test_tensorboard.py", "tests/plugins/test_mlflow.py", "tests/plugins/test_wandb.py",
+           "tests/training/test_host_syncs.py",
            "tests/training/test_recipe.py"]
 
 

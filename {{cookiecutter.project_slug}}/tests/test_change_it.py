@@ -52,7 +52,8 @@ for name, step in steps.items():
 
 
 def changed_copy(tmp_path: Path, relative: str, change: Callable[[str], str]) -> Path:
-    """A copy of the project's code with `change` made to the text of `relative` (a path under the project)."""
+    """A copy of the project's code with `change` made to the text of `relative` (a path under the project; a file
+    that is not there is a new one, its text "" before the change)."""
     copy = tmp_path / "project"
     copy.mkdir()
     for name in SOURCES:
@@ -62,7 +63,7 @@ def changed_copy(tmp_path: Path, relative: str, change: Callable[[str], str]) ->
         else:
             shutil.copy2(source, copy / name)
     path = copy / relative
-    before = path.read_text(encoding="utf-8")
+    before = path.read_text(encoding="utf-8") if path.exists() else ""
     after = change(before)
     assert after != before, f"the change to {relative} did not apply"
     path.write_text(after, encoding="utf-8")
@@ -113,10 +114,11 @@ def _add_worst_recall(text: str) -> str:
 def test_a_new_metric_in_metrics_row_reaches_metrics_csv_and_the_tracker_through_a_resume(tiny_data, tmp_path):
     """training/epochs.py `_metrics_row`: a column computed from the validation's ClassReport lands in
     metrics.csv for every epoch, the resumed one too, and reaches the tracker (TensorBoard's scalars, read
-    back with its own reader, where the tensorboard extra is installed)."""
+    back with its own reader, in a bake with the tracker answer tensorboard and its extra installed)."""
     copy = changed_copy(tmp_path, f"{PACKAGE}/training/epochs.py", _add_worst_recall)
     out = tmp_path / "run"
-    tensorboard = importlib.util.find_spec("tensorboard") is not None
+    tensorboard = ((PROJECT / PACKAGE / "plugins" / "tensorboard.py").is_file()
+                   and importlib.util.find_spec("tensorboard") is not None)
     run_lifecycle(copy, tiny_data, out, *(["--logger", "tensorboard"] if tensorboard else []))
     with open(out / "metrics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -130,29 +132,44 @@ def test_a_new_metric_in_metrics_row_reaches_metrics_csv_and_the_tracker_through
         logged = [event.value for event in accumulator.Scalars("val_worst_recall")]
         assert logged == pytest.approx([float(row["val_worst_recall"]) for row in rows])
 
-JSONL_TRACKER = '''
 
-class JsonLinesLogger(Logger):
-    """Ours: each epoch's metrics.csv row, every column, as one JSON line in the run folder."""
+JSONL_TRACKER = '''"""Ours: each epoch's metrics.csv row, every column, as a JSON line in the run folder."""
 
-    def __init__(self, log_dir: Path, **_):
-        self.path = Path(log_dir) / "epochs.jsonl"
+import json
+from pathlib import Path
 
-    def log_epoch(self, row: dict, step_losses: torch.Tensor | None, last_step: int) -> None:
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({**row, "step": last_step}) + "\\n")
+from . import Plugin
 
 
-LOGGERS["jsonl"] = None  # nothing to install
-_OPENERS["jsonl"] = JsonLinesLogger
+class JsonLinesPlugin(Plugin):
+    """--logger jsonl: runs/NAME/epochs.jsonl."""
+
+    name, optional = "jsonl", True
+
+    def __init__(self):
+        self.path = None
+
+    def choices(self) -> dict[str, list[str]]:
+        return {"logger": ["jsonl"]}
+
+    def start(self, run, out: Path) -> None:
+        self.path = Path(out) / "epochs.jsonl" if run.cfg.logger == "jsonl" and run.processes.is_main() else None
+
+    def after_epoch(self, run, row: dict) -> None:
+        if self.path is not None:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({**row, "step": row["epoch"] * run.steps_per_epoch}) + "\\n")
+
+
+PLUGIN = JsonLinesPlugin()
 '''
 
 
 @pytest.mark.slow
-def test_a_new_tracker_in_tracking_py_gets_every_metrics_column_and_a_resume_continues_it(tiny_data, tmp_path):
-    """training/tracking.py: a Logger subclass and its LOGGERS and _OPENERS entries make `--logger jsonl`; it gets
-    each epoch's whole metrics.csv row, and the resumed run adds epoch 2 to the same file."""
-    copy = changed_copy(tmp_path, f"{PACKAGE}/training/tracking.py", lambda text: text + JSONL_TRACKER)
+def test_a_new_tracker_in_plugins_gets_every_metrics_column_and_a_resume_continues_it(tiny_data, tmp_path):
+    """A new file in plugins/ with a Plugin subclass and its PLUGIN makes `--logger jsonl` (no other file changes);
+    it gets each epoch's whole metrics.csv row, and the resumed run adds epoch 2 to the same file."""
+    copy = changed_copy(tmp_path, f"{PACKAGE}/plugins/jsonl.py", lambda text: JSONL_TRACKER)
     out = tmp_path / "run"
     run_lifecycle(copy, tiny_data, out, "--logger", "jsonl")
     logged = [json.loads(line) for line in (out / "epochs.jsonl").read_text().splitlines()]
