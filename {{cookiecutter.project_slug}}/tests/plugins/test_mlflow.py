@@ -29,7 +29,7 @@ def train_args(data: Path, out: Path, logger: str, epochs: int = 2) -> list[str]
 
 
 def _killed_before_saving_epoch_2(data: Path, out: Path) -> None:
-    """train.py in a subprocess, SIGKILLed after epoch 2's last step, before its checkpoint: epoch 1 saved and logged."""
+    """train.py in a subprocess, SIGKILLed after epoch 2's last step, before its checkpoint (epoch 1 saved, logged)."""
     killed_at([sys.executable, "train.py", *train_args(data, out, "mlflow")], out.parent / "killed.log", "validate:2")
     assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 1
 
