@@ -2,7 +2,7 @@
 section describes keep the tests that read those registries green, without editing one test.
 
 The changes: an --augment recipe (data/transforms.py), a TrainConfig field (config.py), a tracker
-(a new plugin in plugins/), and their own backbone module made the project's default (a new module in the
+(a new plugin module in plugins/), and their own backbone module made the project's default (a new module in the
 package, config.py's `backbone`).
 
 Each change is made in a copy of the default bake the way its owner would make it (a few lines in the one
@@ -44,24 +44,26 @@ CONFIG_FIELD = (
     None,
 )
 TRACKER = (
-    f"{PKG}/plugins/printed.py",  # a new file: a tracker is a plugin
+    f"{PKG}/plugins/printer.py",
     lambda text: text + '''"""Ours: each epoch's row on stdout (--logger print)."""
 
 from . import Plugin
 
 
-class Printed(Plugin):
+class PrintPlugin(Plugin):
+    """--logger print."""
+
     name, optional = "print", True
 
     def choices(self) -> dict[str, list[str]]:
         return {"logger": ["print"]}
 
     def after_epoch(self, run, row: dict) -> None:
-        if run.cfg.logger == "print":
+        if run.cfg.logger == "print" and run.processes.is_main():
             print(f"epoch {row['epoch']}: {row}")
 
 
-PLUGIN = Printed()
+PLUGIN = PrintPlugin()
 ''',
     "print",
 )
@@ -96,7 +98,9 @@ CHANGES = {"augment-recipe": AUGMENT_RECIPE, "config-field": CONFIG_FIELD, "trac
 # The generated tests that read the augmentation registry, the loggers, the backbones or TrainConfig's fields.
 READERS = ["tests/test_settings.py", "tests/data/test_transforms.py", "tests/test_config.py",
            "tests/test_backbones.py", "tests/test_own_backbone.py", "tests/test_model.py",
-           "tests/training/test_host_syncs.py", "tests/training/test_recipe.py"]
+           "tests/plugins/test_tensorboard.py", "tests/plugins/test_mlflow.py", "tests/plugins/test_wandb.py",
+           "tests/training/test_host_syncs.py",
+           "tests/training/test_recipe.py"]
 
 
 @pytest.fixture(scope="module")

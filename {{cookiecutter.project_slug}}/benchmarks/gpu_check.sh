@@ -306,6 +306,7 @@ help_of() { # help_of SCRIPT: its --help text, asked once a call; a script this 
 }
 
 has_flag() { help_of "$1" | grep -qE -- "(^|[[ ,|])$2([] =,|]|$)"; } # has_flag SCRIPT FLAG
+has_choice() { help_of "$1" | grep -qE -- "$2 \{([a-z0-9_-]+,)*$3[,}]"; } # has_choice SCRIPT FLAG VALUE
 
 require_flags() { # require_flags SCRIPT ARGS...: every --flag in ARGS is SCRIPT's, else "not in this bake"
     local script=$1 arg
@@ -576,7 +577,7 @@ do_train_fp16_gradscaler() { # fp16 trains through a GradScaler; clipping needs 
 
 do_throughput_resnet50() { # the whole pipeline from JPEG files beside the same batches already on the device
     local args=(--device "$DEVICE" --backbone resnet50 --precision bf16 --channels-last "${THROUGHPUT_SIZE[@]}")
-    ((DRY_RUN)) || args+=(--decode device)
+    ((DRY_RUN)) || ! has_choice train.py --decode device || args+=(--decode device) # the gpu_decode answer's
     require_flags benchmarks/pipeline_vs_memory.py "${args[@]}"
     "$PYTHON" benchmarks/pipeline_vs_memory.py "${args[@]}"
     local rc=$? log=$LOGS/$STEP.log
@@ -638,7 +639,8 @@ for png in pngs.rglob("*.png"):
     Image.open(png).convert("RGB").save(jpeg, quality=90)'
 
 do_train_device_decode() { # on JPEGs: the demo's PNGs would all be decoded in the workers (the path for other formats)
-    require_flags train.py --decode
+    has_choice train.py --decode device ||
+        not_applicable "not in this bake: train.py has no --decode device (bake with gpu_decode=yes)"
     if [[ ! -d $RUNS/demo-jpeg/jpeg ]]; then
         rm -rf "${RUNS:?}/demo-jpeg"
         "$PYTHON" -c "$JPEG_DEMO" "$RUNS/demo-jpeg" || return 1

@@ -11,7 +11,8 @@ DataLoader), on one thread, and prints CPU milliseconds per sample (time.process
 - `project main`: `none` in the main process (`--workers 0`), which also saves and restores the global
   RNG states around every sample;
 - `device none` / `device standard`: the worker's share of `--decode device` (read the bytes and the
-  header, draw the augmentation); the decode and transforms then run on the GPU;
+  header, draw the augmentation); the decode and transforms then run on the GPU (a bake with the gpu_decode
+  answer; in others the script says they are not in this bake);
 - `presets eval` / `presets train`: torchvision's reference ClassificationPresetEval(crop_size, resize_size
   = crop_size: the geometry of `none`) and ClassificationPresetTrain(crop_size) (random resized crop, flip:
   the geometry of `standard`), PIL images in, float normalised out, as pytorch/vision's
@@ -48,8 +49,12 @@ from PIL import Image  # noqa: E402
 from torchvision import datasets  # noqa: E402
 from torchvision.transforms import InterpolationMode, v2  # noqa: E402
 
+from {{ cookiecutter.package_name }} import settings  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 from {{ cookiecutter.package_name }}.data import IMAGENET_MEAN, IMAGENET_STD, build_loaders, sampling  # noqa: E402
+from {{ cookiecutter.package_name }}.plugins import load_plugins  # noqa: E402
+
+DEVICE_DECODE = "device" in settings.choices()["decode"]  # the gpu_decode answer's plugin is in this bake
 
 
 def get_args_parser() -> argparse.ArgumentParser:
@@ -70,7 +75,7 @@ def project_dataset(args, augment: str, decode: str = "cpu"):
     """The training dataset train.py iterates (SeededSamples over SkipUnreadable over the ImageFolder)."""
     cfg = TrainConfig(data=args.data, image_size=args.image_size, augment=augment, workers=0, pretrained=False,
                       device="cpu", decode=decode)
-    return build_loaders(cfg, torch.device("cpu")).train_loader.loader.dataset
+    return build_loaders(cfg, torch.device("cpu"), plugins=load_plugins()).train_loader.loader.dataset
 
 
 def _pil_rgb(path: str) -> Image.Image:
@@ -139,13 +144,13 @@ def in_a_worker() -> contextlib.AbstractContextManager:
 def readers_for(args) -> tuple[list[Reader], int]:
     """Every way of reading a sample that main() times, over the very same files; and how many files."""
     project, standard = project_dataset(args, "none"), project_dataset(args, "standard")
-    on_device = {name: project_dataset(args, name, "device") for name in ("none", "standard")}
+    on_device = {name: project_dataset(args, name, "device") for name in ("none", "standard") if DEVICE_DECODE}
     samples = list(project.dataset.dataset.samples)  # the very same files (a --val-split subset too)
     readers = [Reader("project none", lambda i: project[(i, 1)], in_a_worker),
                Reader("project main", lambda i: project[(i, 1)]),
-               Reader("project standard", lambda i: standard[(i, 1)], in_a_worker),
-               Reader("device none", lambda i: on_device["none"][(i, 1)], in_a_worker),
-               Reader("device standard", lambda i: on_device["standard"][(i, 1)], in_a_worker)]
+               Reader("project standard", lambda i: standard[(i, 1)], in_a_worker)]
+    readers += [Reader(f"device {name}", lambda i, dataset=dataset: dataset[(i, 1)], in_a_worker)
+                for name, dataset in on_device.items()]
     for source, transforms in (("presets", presets_transforms(args)), ("timm", timm_transforms(args))):
         for recipe, transform in transforms.items():
             dataset = folder_of(samples, transform)
@@ -183,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
             ratio = statistics.median(a / b for a, b in zip(values, times[preset]))
             line += f"  / {preset} {ratio:.2f}"
         print(line)
+    if not DEVICE_DECODE:
+        print("  device none, device standard: not in this bake (the gpu_decode answer brings --decode device)")
 
 
 if __name__ == "__main__":

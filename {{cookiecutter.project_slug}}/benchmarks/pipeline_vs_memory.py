@@ -8,7 +8,8 @@ Writes a JPEG ImageFolder (`--images` images, 4 classes) to a temp folder: Image
 500x333) crops of real photos where scikit-image is installed (benchmarks/photo_jpegs.py), else smooth random
 images of those sizes. Builds the training loaders exactly as train.py does (`data.build_loaders` with the
 default recipe, `--augment none` unless given; the default worker count, the cores this process may use less
-one, unless `--workers`; `--decode auto|cpu|device` as train.py's), and trains one model with the project's
+one, unless `--workers`; `--decode auto|cpu|device` as train.py's, `device` where the gpu_decode answer brought
+it, else the script says it is not in this bake and measures nothing), and trains one model with the project's
 `train_one_epoch` and optimizer two ways, interleaved `--repeats` times after a warm-up: fed by that loader
 ("pipeline"), and fed the same batches already decoded and on the device ("in memory", the model's own rate).
 Prints images/s of each run, the medians and the median of the per-repeat ratios pipeline / in memory (1.0:
@@ -35,15 +36,15 @@ from loop_overhead import synchronize  # noqa: E402
 from photo_jpegs import SIZES, write_photo_jpegs  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from {{ cookiecutter.package_name }} import config  # noqa: E402
+from {{ cookiecutter.package_name }} import config, settings  # noqa: E402
 from {{ cookiecutter.package_name }}.cli import run_cli  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 from {{ cookiecutter.package_name }}.data import build_loaders  # noqa: E402
-from {{ cookiecutter.package_name }}.data.device_decode import DECODES  # noqa: E402
 from {{ cookiecutter.package_name }}.data.transforms import AUGMENTATIONS  # noqa: E402
 from {{ cookiecutter.package_name }}.devkit import describe_device  # noqa: E402
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy  # noqa: E402
 from {{ cookiecutter.package_name }}.model import build_model  # noqa: E402
+from {{ cookiecutter.package_name }}.plugins import load_plugins  # noqa: E402
 from {{ cookiecutter.package_name }}.training import recipe  # noqa: E402
 from {{ cookiecutter.package_name }}.training.hardware import Hardware  # noqa: E402
 from {{ cookiecutter.package_name }}.training.loop import train_one_epoch  # noqa: E402
@@ -60,7 +61,8 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=config.default_workers(),
                    help="default: train.py's (%(default)s here)")
     p.add_argument("--augment", choices=tuple(AUGMENTATIONS), default=TrainConfig().augment)
-    p.add_argument("--decode", choices=DECODES, default="auto")
+    p.add_argument("--decode", choices=("auto", "cpu", "device"), default="auto",
+                   help="device: where the gpu_decode answer brought it (plugins/gpu_decode)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
@@ -116,7 +118,7 @@ def benchmark(args: argparse.Namespace) -> int:
         cfg = TrainConfig(data=str(root), image_size=args.image_size, batch_size=args.batch_size,
                           workers=args.workers, pretrained=False, backbone=args.backbone, augment=args.augment,
                           decode=args.decode)
-        loaders = build_loaders(cfg, device)
+        loaders = build_loaders(cfg, device, plugins=load_plugins())  # train.py's way of reading images
         hw = hardware(device, loaders.preprocessing, args)
         loaders.train_loader.sampler.set_epoch(1)
         in_memory = [hw.batch(images, labels) for images, labels in loaders.train_loader]
@@ -162,6 +164,9 @@ def benchmark(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Parse flags and run."""
     args = get_args_parser().parse_args(argv)
+    if args.decode not in settings.choices()["decode"]:
+        print(f"skipped: --decode {args.decode} is not in this bake (the gpu_decode answer brings it)")
+        return 0
     return run_cli(lambda: benchmark(args))
 
 

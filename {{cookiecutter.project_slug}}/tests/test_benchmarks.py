@@ -96,10 +96,15 @@ def test_peers_gives_every_script_one_stratified_split_of_the_same_files(tiny_da
 
 def test_host_cost_prints_cpu_milliseconds_per_sample_for_each_data_path(tiny_data, one_thread, capsys):
     """host_cost.py reads the training dataset in a worker's way and the main process's, the device path's worker
-    share and torchvision's presets, and prints each (the project's with its ratio to the preset)."""
+    share (in a bake with the gpu_decode answer) and torchvision's presets, and prints each (the project's with its
+    ratio to the preset)."""
     load_script("host_cost.py").main(["--data", str(tiny_data), "--samples", "4", "--repeats", "1"])
     out = capsys.readouterr().out
-    for name in ("project none", "project main", "project standard", "device none", "device standard"):
+    device_path = (PROJECT / "{{ cookiecutter.package_name }}" / "plugins" / "gpu_decode").is_dir()  # the answer's
+    if not device_path:
+        assert "  device none, device standard: not in this bake" in out
+    for name in ("project none", "project main", "project standard",
+                 *(("device none", "device standard") if device_path else ())):
         assert re.search(rf"^  {name} +median \d+\.\d+  runs \d+\.\d+  / presets (eval|train) \d+\.\d+$", out,
                          re.MULTILINE), out
     for name in ("presets eval", "presets train"):
@@ -116,3 +121,12 @@ def test_save_overhead_times_the_projects_own_epoch_save_and_its_parts(tiny_data
         assert re.search(rf"^{kind} +wall \d+\.\d+ s  cpu \d+\.\d+ s  \|  state \d.* link \d+\.\d+$", out,
                          re.MULTILINE), out
     assert list(tmp_path.iterdir()) == []  # its checkpoints went into a temp folder, removed at the end
+
+
+def test_pipeline_vs_memory_says_device_decode_is_not_in_a_bake_without_it(capsys):
+    """In a bake without the gpu_decode answer, --decode device is one line saying so, and nothing is measured."""
+    if (PROJECT / "{{ cookiecutter.package_name }}" / "plugins" / "gpu_decode").is_dir():
+        pytest.skip("this bake has the gpu_decode answer: pipeline_vs_memory.py --decode device measures it")
+    assert load_script("pipeline_vs_memory.py").main(["--decode", "device"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "skipped: --decode device is not in this bake (the gpu_decode answer brings it)"]

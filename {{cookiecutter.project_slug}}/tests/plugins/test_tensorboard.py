@@ -1,7 +1,9 @@
-"""tracking.py and train.py --logger tensorboard: real event files, read back with TensorBoard's own reader."""
+"""The tracker answer `tensorboard` (plugins/tensorboard.py), train.py --logger tensorboard: real event files, read
+back with TensorBoard's own reader."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from run_helpers import killed_at
 
 import train
 from {{ cookiecutter.package_name }}.outputs import read_metrics
-from {{ cookiecutter.package_name }}.training import tracking
+from {{ cookiecutter.package_name }}.plugins.tensorboard import STEP_TAG
 
 pytest.importorskip("tensorboard", reason="needs the tensorboard extra: pip install -e '.[tensorboard]'")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
@@ -48,13 +50,13 @@ def test_tensorboard_run_writes_epoch_scalars_step_loss_and_hparams(logged_run):
     step, and the settings."""
     points, rows = scalars(logged_run), read_metrics(logged_run / "metrics.csv")
     columns = [column for column in rows[0] if column != "epoch"]
-    assert "val_macro_f1" in columns and set(points) == {*columns, tracking.STEP_TAG}
+    assert "val_macro_f1" in columns and set(points) == {*columns, STEP_TAG}
     for tag in columns:
         assert [step for step, _ in points[tag]] == [STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH]
         assert [value for _, value in points[tag]] == pytest.approx([row[tag] for row in rows], rel=1e-6)
-    assert [step for step, _ in points[tracking.STEP_TAG]] == list(range(1, 2 * STEPS_PER_EPOCH + 1))
+    assert [step for step, _ in points[STEP_TAG]] == list(range(1, 2 * STEPS_PER_EPOCH + 1))
     # the epoch's train_loss is the mean of its steps' losses (batches of equal size here)
-    first_epoch = [value for _, value in points[tracking.STEP_TAG][:STEPS_PER_EPOCH]]
+    first_epoch = [value for _, value in points[STEP_TAG][:STEPS_PER_EPOCH]]
     assert sum(first_epoch) / STEPS_PER_EPOCH == pytest.approx(rows[0]["train_loss"], abs=1e-5)
     accumulator = EventAccumulator(str(logged_run))
     accumulator.Reload()
@@ -77,23 +79,44 @@ def test_missing_tensorboard_is_one_line_and_exit_2(tiny_data, tmp_path, monkeyp
     assert not out.exists()
 
 
-def _killed_after_logging_epoch(data: Path, out: Path) -> None:
-    """Run train.py in a subprocess and SIGKILL it once epoch 1 is logged but its last.pt not yet in place."""
-    killed_at([sys.executable, "train.py", *train_args(data, out)], out.parent / "killed.log", "save:last.pt:1")
+def _killed_before_saving_epoch_2(data: Path, out: Path) -> None:
+    """Run train.py in a subprocess and SIGKILL it after epoch 2's last step, before its checkpoint: epoch 1 is
+    saved and logged."""
+    killed_at([sys.executable, "train.py", *train_args(data, out)], out.parent / "killed.log", "validate:2")
+
+
+def assert_same_curves(log_dir: Path, reference: Path) -> None:
+    """Every tag of `reference`'s run, each step once, with its values (but the timings)."""
+    resumed, expected = scalars(log_dir), scalars(reference)
+    assert resumed.keys() == expected.keys()
+    for tag in expected:
+        assert [step for step, _ in resumed[tag]] == [step for step, _ in expected[tag]], tag  # each step once
+        if tag not in ("images_per_s", "epoch_time_s"):  # timings
+            assert [v for _, v in resumed[tag]] == pytest.approx([v for _, v in expected[tag]], rel=1e-5), tag
 
 
 @pytest.mark.slow
-def test_resumed_run_continues_the_same_curves_without_duplicate_points(tiny_data, tmp_path, logged_run):
-    """Killed after epoch 1 was logged but before its checkpoint, then resumed: the same curves, each step once."""
+def test_a_resumed_run_continues_the_same_curves_each_step_once(tiny_data, tmp_path, logged_run):
+    """Killed in epoch 2, then resumed: the same curves as an uninterrupted run. Resumed once more from a copy of
+    epoch 1's checkpoint (an earlier last.pt kept aside), epoch 2's points written before are replaced, not
+    doubled."""
     out = tmp_path / "run"
-    _killed_after_logging_epoch(tiny_data, out)
-    assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 0
-    assert len(scalars(out)[tracking.STEP_TAG]) == STEPS_PER_EPOCH  # epoch 1 was on disk when it died
+    _killed_before_saving_epoch_2(tiny_data, out)
+    assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 1
+    assert len(scalars(out)[STEP_TAG]) == STEPS_PER_EPOCH  # epoch 1 was logged after its checkpoint
+    shutil.copy(out / "last.pt", out / "epoch-1.pt")
     assert train_one_thread([*train_args(tiny_data, out), "--resume", str(out)]) == 0
     assert len(list(out.glob("events.out.tfevents.*"))) == 2  # the killed run's file and the resumed run's
-    resumed, reference = scalars(out), scalars(logged_run)
-    assert resumed.keys() == reference.keys()
-    for tag in reference:
-        assert [step for step, _ in resumed[tag]] == [step for step, _ in reference[tag]], tag  # each step once
-        if tag not in ("images_per_s", "epoch_time_s"):  # timings
-            assert [v for _, v in resumed[tag]] == pytest.approx([v for _, v in reference[tag]], rel=1e-5), tag
+    assert_same_curves(out, logged_run)
+    assert train_one_thread([*train_args(tiny_data, out), "--resume", str(out / "epoch-1.pt")]) == 0
+    assert_same_curves(out, logged_run)
+
+
+@pytest.mark.slow
+def test_a_run_with_another_logger_writes_no_event_files(tiny_data, tmp_path):
+    """The plugin is installed in every run of this project, and records only when --logger tensorboard asks."""
+    out = tmp_path / "run"
+    argv = train_args(tiny_data, out, epochs=1)
+    argv[argv.index("tensorboard")] = "csv"
+    assert train_one_thread(argv) == 0
+    assert (out / "metrics.csv").is_file() and not list(out.glob("events.out.tfevents.*"))

@@ -1,6 +1,6 @@
-"""--logger mlflow and --logger wandb, for real and offline: MLflow in an SQLite store under the test's folder,
-W&B in offline mode with its files there too. Each gets every metrics.csv column, and a resumed run
-continues the same tracker run."""
+"""The tracker answer `wandb` (plugins/wandb.py), train.py --logger wandb, for real and offline: W&B in offline mode
+with its files under the test's folder. It gets every metrics.csv column and each step's loss, and a resumed
+run continues the same W&B run."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ from conftest import train_one_thread
 from run_helpers import killed_at
 
 import train
-from {{ cookiecutter.package_name }}.outputs import read_metrics
-from {{ cookiecutter.package_name }}.training import tracking
+from {{ cookiecutter.package_name }}.outputs import TRACKER_FILE, read_metrics
+from {{ cookiecutter.package_name }}.plugins.wandb import STEP_TAG
 
-PROJECT = Path(__file__).resolve().parents[2]
 STEPS_PER_EPOCH = 3  # the tiny data: 24 training images in batches of 8
-TIMINGS = ("epoch_time_s", "images_per_s")  # differ between runs of the same training
 
 
 def train_args(data: Path, out: Path, logger: str, epochs: int = 2) -> list[str]:
@@ -29,82 +27,20 @@ def train_args(data: Path, out: Path, logger: str, epochs: int = 2) -> list[str]
             "--logger", logger, "--out", str(out)]
 
 
-def _killed_after_logging_epoch_1(data: Path, out: Path, logger: str) -> None:
-    """train.py in a subprocess, SIGKILLed once epoch 1 is logged but its last.pt not yet in place."""
-    killed_at([sys.executable, "train.py", *train_args(data, out, logger)], out.parent / "killed.log", "save:last.pt:1")
-    assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 0
+def _killed_before_saving_epoch_2(data: Path, out: Path) -> None:
+    """train.py in a subprocess, SIGKILLed after epoch 2's last step, before its checkpoint (epoch 1 saved, logged)."""
+    killed_at([sys.executable, "train.py", *train_args(data, out, "wandb")], out.parent / "killed.log", "validate:2")
+    assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 1
 
 
-@pytest.mark.parametrize(("kind", "package"), [("mlflow", "mlflow"), ("wandb", "wandb")])
-def test_a_tracker_that_is_not_installed_is_one_line_and_exit_2(tiny_data, tmp_path, monkeypatch, capsys, kind,
-                                                                 package):
+def test_wandb_that_is_not_installed_is_one_line_and_exit_2(tiny_data, tmp_path, monkeypatch, capsys):
     """Without its package (the import fails as if absent): one line naming the extra; no run folder."""
-    monkeypatch.setitem(sys.modules, package, None)
+    monkeypatch.setitem(sys.modules, "wandb", None)
     out = tmp_path / "run"
-    code = train.main(train_args(tiny_data, out, kind))
+    code = train.main(train_args(tiny_data, out, "wandb"))
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err == [f"error: --logger {kind} needs the {kind} package: pip install -e '.[{kind}]'"]
+    assert code == 2 and err == ["error: --logger wandb needs the wandb package: pip install -e '.[wandb]'"]
     assert not out.exists()
-
-
-# --- MLflow ---------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def mlflow_store(tmp_path, monkeypatch) -> str:
-    """A local SQLite tracking store under the test's folder: no server, no network."""
-    pytest.importorskip("mlflow", reason="needs the mlflow extra: pip install -e '.[mlflow]'")
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "tests")
-    return uri
-
-
-def mlflow_points(uri: str, out: Path) -> tuple[object, dict[str, list[tuple[int, float]]]]:
-    """The run tracker.json names, and each metric's (step, value) history as MLflow holds it."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    run = client.get_run(json.loads((out / tracking.TRACKER_FILE).read_text())["mlflow"]["run_id"])
-    return run, {key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
-                 for key in run.data.metrics}
-
-
-@pytest.mark.slow
-def test_mlflow_run_gets_every_metrics_csv_column_each_step_loss_and_the_settings(tiny_data, tmp_path, mlflow_store):
-    out = tmp_path / "run"
-    assert train_one_thread(train_args(tiny_data, out, "mlflow")) == 0
-    run, points = mlflow_points(mlflow_store, out)
-    rows = read_metrics(out / "metrics.csv")
-    columns = [column for column in rows[0] if column != "epoch"]
-    assert "val_macro_f1" in columns and set(points) == {*columns, tracking.STEP_TAG}
-    for column in columns:
-        assert points[column] == [(STEPS_PER_EPOCH * row["epoch"], pytest.approx(row[column])) for row in rows]
-    assert [step for step, _ in points[tracking.STEP_TAG]] == list(range(1, 2 * STEPS_PER_EPOCH + 1))
-    assert run.data.params["batch_size"] == "8" and run.data.params["logger"] == "mlflow"
-    assert run.info.status == "FINISHED" and run.info.run_name == "run"
-
-
-@pytest.mark.slow
-def test_a_resumed_run_continues_the_same_mlflow_run_with_each_step_once(tiny_data, tmp_path, mlflow_store):
-    """Killed after epoch 1 was logged but before its checkpoint, then resumed: one MLflow run, each step logged
-    once, the same numbers as an uninterrupted run."""
-    reference = tmp_path / "reference"
-    assert train_one_thread(train_args(tiny_data, reference, "mlflow")) == 0
-    out = tmp_path / "run"
-    _killed_after_logging_epoch_1(tiny_data, out, "mlflow")
-    killed_id = json.loads((out / tracking.TRACKER_FILE).read_text())["mlflow"]["run_id"]
-    assert train_one_thread([*train_args(tiny_data, out, "mlflow"), "--resume", str(out)]) == 0
-    run, resumed = mlflow_points(mlflow_store, out)
-    _, expected = mlflow_points(mlflow_store, reference)
-    assert run.info.run_id == killed_id and resumed.keys() == expected.keys()
-    for key in expected:
-        assert [step for step, _ in resumed[key]] == [step for step, _ in expected[key]], key  # each step once
-        if key not in TIMINGS:
-            assert [v for _, v in resumed[key]] == pytest.approx([v for _, v in expected[key]], rel=1e-5), key
-
-
-# --- W&B ------------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -168,26 +104,29 @@ def wandb_runs(folder: Path) -> list[tuple[str, dict, list[dict]]]:
 
 @pytest.mark.slow
 def test_wandb_run_gets_every_metrics_csv_column_each_step_loss_and_the_settings(tiny_data, tmp_path, wandb_offline):
+    """One W&B run, its id in tracker.json: each metrics.csv column at its epoch's last step, equal to it, one
+    train_loss_step per optimizer step, the settings as its config."""
     out = tmp_path / "run"
     assert train_one_thread(train_args(tiny_data, out, "wandb")) == 0
     [(run_id, config, history)] = wandb_runs(wandb_offline)
-    assert json.loads((out / tracking.TRACKER_FILE).read_text())["wandb"]["run_id"] == run_id
+    assert json.loads((out / TRACKER_FILE).read_text())["wandb"]["run_id"] == run_id
     rows = read_metrics(out / "metrics.csv")
     columns = [column for column in rows[0] if column != "epoch"]
     assert "val_macro_f1" in columns
     for row in rows:
         [logged] = [point for point in history if point["_step"] == STEPS_PER_EPOCH * row["epoch"]]
         assert {column: logged[column] for column in columns} == pytest.approx({c: row[c] for c in columns})
-    assert [point["_step"] for point in history if tracking.STEP_TAG in point] == list(range(1, 7))
+    assert [point["_step"] for point in history if STEP_TAG in point] == list(range(1, 7))
     assert config["batch_size"] == 8 and config["logger"] == "wandb"
 
 
 @pytest.mark.slow
 def test_a_resumed_run_continues_the_same_wandb_run(tiny_data, tmp_path, wandb_offline):
-    """Killed after epoch 1 was logged, then resumed: the resumed process logs to the run the killed one started."""
+    """Killed in epoch 2 (epoch 1 saved and logged), then resumed: the resumed process logs epoch 2 to the run the
+    killed one started."""
     out = tmp_path / "run"
-    _killed_after_logging_epoch_1(tiny_data, out, "wandb")
-    killed_id = json.loads((out / tracking.TRACKER_FILE).read_text())["wandb"]["run_id"]
+    _killed_before_saving_epoch_2(tiny_data, out)
+    killed_id = json.loads((out / TRACKER_FILE).read_text())["wandb"]["run_id"]
     assert train_one_thread([*train_args(tiny_data, out, "wandb"), "--resume", str(out)]) == 0
     # offline, each process keeps its own file of the one run (the killed one's may be cut short)
     resumed_id, _, history = wandb_runs(wandb_offline)[-1]
@@ -195,3 +134,4 @@ def test_a_resumed_run_continues_the_same_wandb_run(tiny_data, tmp_path, wandb_o
     last = read_metrics(out / "metrics.csv")[-1]
     [logged] = [point for point in history if point["_step"] == 2 * STEPS_PER_EPOCH and "val_acc" in point]
     assert logged["val_acc"] == pytest.approx(last["val_acc"])
+    assert [point["_step"] for point in history if STEP_TAG in point] == [4, 5, 6]  # epoch 2's steps, on one axis

@@ -1,4 +1,5 @@
-"""--decode device: the workers read JPEG bytes and draw the augmentation, the device decodes and transforms.
+"""The gpu_decode answer's plugin (plugins/gpu_decode/), `--decode device`: the workers read JPEG bytes and draw the
+augmentation, the device decodes and transforms.
 
 On a machine without a GPU the CPU stands in for the device (decode_jpeg(device="cpu") is torchvision's
 libjpeg-turbo decode, the transforms are the same kernels): the device path must then give the CPU path's
@@ -8,21 +9,28 @@ pixels exactly, for every recipe, with loader workers, and skip unreadable files
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 import pytest
 import torch
+from host_reads import HostReads, epoch_reads
 from PIL import Image
 from run_helpers import assert_same_run, load_cpu, start_train, train_command, wait_for
 
 import train
+from {{ cookiecutter.package_name }} import settings
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data.device_decode import EncodedBatch, choose_decode, mostly_jpeg, read_encoded
 from {{ cookiecutter.package_name }}.data.folders import DataError
 from {{ cookiecutter.package_name }}.data.pipeline import build_loaders
+from {{ cookiecutter.package_name }}.errors import ConfigError
+from {{ cookiecutter.package_name }}.plugins import gpu_decode
+from {{ cookiecutter.package_name }}.plugins.gpu_decode import EncodedBatch, choose_decode
+from {{ cookiecutter.package_name }}.plugins.gpu_decode.jpeg import mostly_jpeg, read_encoded
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 CPU = torch.device("cpu")
+PLUGINS = [gpu_decode.PLUGIN]  # what train.py installs in this bake (plugins.load_plugins)
 SIZES = [(48, 36), (37, 51), (64, 40), (40, 40), (53, 47)]  # (W, H): landscape, portrait, square, odd
 
 
@@ -68,7 +76,7 @@ def _batches(data, decode: str, augment: str, workers: int) -> list[torch.Tensor
     """Every batch of two training epochs and one validation pass, as normalised floats on the CPU."""
     cfg = TrainConfig(data=str(data), image_size=24, batch_size=5, workers=workers, pretrained=False,
                       augment=augment, decode=decode, seed=3)
-    loaders = build_loaders(cfg, CPU)
+    loaders = build_loaders(cfg, CPU, plugins=PLUGINS)
     assert loaders.decode == decode
     hw = Hardware.create(CPU, mean=loaders.preprocessing.mean, std=loaders.preprocessing.std)
     seen = []
@@ -95,7 +103,7 @@ def test_the_workers_hand_over_bytes_not_pixels(jpeg_data):
     """A JPEG leaves the worker as its file's bytes with the drawn parameters; a PNG or CMYK JPEG as pixels."""
     cfg = TrainConfig(data=str(jpeg_data), image_size=24, batch_size=14, workers=1, pretrained=False,
                       augment="standard", decode="device")
-    loaders = build_loaders(cfg, CPU)
+    loaders = build_loaders(cfg, CPU, plugins=PLUGINS)
     loaders.train_loader.sampler.set_epoch(1)
     images, _ = next(iter(loaders.train_loader))
     loaders.train_loader.close()
@@ -126,8 +134,8 @@ def test_a_truncated_jpeg_is_skipped_and_reported_as_on_the_cpu_path(tmp_path):
     for decode in ("cpu", "device"):
         cfg = TrainConfig(data=str(tmp_path), image_size=24, batch_size=5, workers=0, pretrained=False, decode=decode)
         reported[decode] = []
-        loaders = build_loaders(cfg, CPU, on_unreadable=lambda split, path, reason, seen=reported[decode]:
-                                seen.append(path))
+        loaders = build_loaders(cfg, CPU, plugins=PLUGINS,
+                                on_unreadable=lambda split, path, reason, seen=reported[decode]: seen.append(path))
         loaders.train_loader.sampler.set_epoch(1)
         batches = [images for images, _ in loaders.train_loader]
         assert sum(len(images) for images in batches) == 14
@@ -151,6 +159,16 @@ def test_auto_decodes_on_the_device_only_for_jpeg_data_on_cuda():
         assert choose_decode("auto", torch.device("cuda"), pngs, cached=False)[0] == "cpu"
 
 
+def test_device_decode_where_the_device_cannot_decode_is_refused_before_the_data_is_read():
+    """The plugin answers train.py's check of --decode device on the run's device (settings.check_available, made
+    before anything is built): a device decode_jpeg does not run on (here meta; MPS, XPU) is one line naming
+    --decode cpu; the CPU, which stands in for CUDA in these tests, can."""
+    refusal = r"^--decode device: torchvision cannot decode JPEGs on meta; use --decode cpu$"
+    with pytest.raises(ConfigError, match=refusal):
+        settings.check_available(PLUGINS, "decode", "device", torch.device("meta"))
+    settings.check_available(PLUGINS, "decode", "device", CPU)
+
+
 def test_a_cut_off_file_that_is_no_jpeg_is_decoded_as_before(tmp_path):
     """Bytes that do not start like a JPEG take the CPU path's loader (and its errors)."""
     fake = tmp_path / "x.jpg"
@@ -161,6 +179,43 @@ def test_a_cut_off_file_that_is_no_jpeg_is_decoded_as_before(tmp_path):
     Image.new("RGB", (5, 4)).save(buffer, format="PNG")
     fake.write_bytes(buffer.getvalue())
     assert isinstance(read_encoded(str(fake)), Image.Image)
+
+
+def test_a_jpeg_with_bytes_after_its_end_is_read_without_them(tmp_path):
+    """Padding or a motion photo's video after the end-of-image marker: the device path takes the JPEG's own bytes
+    (decoded like Pillow's), as the CPU path takes the file; a cut-off JPEG is still refused."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    buffer = io.BytesIO()
+    Image.effect_noise((40, 30), 60).convert("RGB").save(buffer, "JPEG", quality=90)
+    jpeg = buffer.getvalue()
+    path = tmp_path / "motion.jpg"
+    path.write_bytes(jpeg + b"\0" * 3000 + b"ftypmp42" + os.urandom(5000))
+    encoded = read_encoded(str(path))
+    assert bytes(encoded.data.numpy()) == jpeg
+    assert decode_jpeg(encoded.data, mode=ImageReadMode.RGB).shape == (3, 30, 40)
+    path.write_bytes(jpeg[:-300])
+    with pytest.raises(DataError, match="truncated"):
+        read_encoded(str(path))
+
+
+@pytest.fixture(scope="module")
+def tiny_jpegs(tiny_data, tmp_path_factory):
+    """tiny_data's images as JPEG files."""
+    root = tmp_path_factory.mktemp("tiny-jpegs")
+    for png in tiny_data.rglob("*.png"):
+        target = root / png.relative_to(tiny_data).with_suffix(".jpg")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        Image.open(png).convert("RGB").save(target)
+    return root
+
+
+def test_decoding_on_the_device_adds_no_read_per_step(tiny_jpegs, monkeypatch):
+    """Decoding, resizing, cropping and flipping each batch on the device reads nothing back: an epoch of 12 steps
+    reads the device as often as one of 3 (tests/training/test_host_syncs.py counts the same for the CPU path)."""
+    reads = HostReads(monkeypatch)
+    few, many = (epoch_reads(tiny_jpegs, CPU, size, reads, decode="device", plugins=PLUGINS) for size in (8, 2))
+    assert many == few, f"{many - few} more host reads for 9 more steps: a read per step crept in"
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ transforms (`make_params`, and the coin of a random flip) under the sample's see
 in the order the CPU path draws them, and the device applies them with the same transforms (`transform`).
 So the crops and flips are the CPU path's; the pixels are too where the decoder and resize kernels are the
 same (on the CPU, torchvision's libjpeg-turbo standing in for the device's decoder: equal to Pillow's;
-see tests/data/test_device_decode.py). On CUDA nvJPEG's inverse DCT and colour conversion and the float
+see tests/plugins/gpu_decode/test_device_decode.py). On CUDA nvJPEG's inverse DCT and colour conversion and the float
 resize kernel round differently: a few levels of 255 at most in a pixel, under one level on average.
 
 `--decode auto` (the default) decodes on the device for mostly-JPEG data on CUDA, else in the workers.
@@ -27,7 +27,7 @@ from ...data.images import as_rgb
 from ...data.transforms import Preprocessing, augmentation
 from .. import Plugin
 from .geometry import DeviceGeometry
-from .jpeg import Encoded, _decode_jpegs, can_decode_on, mostly_jpeg, read_encoded
+from .jpeg import Encoded, can_decode_on, decode_jpegs, mostly_jpeg, read_encoded
 
 
 class EncodedBatch:
@@ -48,7 +48,7 @@ class EncodedBatch:
         images: list[torch.Tensor | None] = [None] * len(self.samples)
         jpegs = [i for i, sample in enumerate(self.samples) if isinstance(sample, Encoded)]
         if jpegs:
-            decoded = _decode_jpegs([self.samples[i].data for i in jpegs], device)
+            decoded = decode_jpegs([self.samples[i].data for i in jpegs], device)
             for i, image in zip(jpegs, decoded):
                 images[i] = self.geometry.apply(image, self.samples[i].params)
         for i, sample in enumerate(self.samples):
@@ -146,7 +146,13 @@ class GpuDecodePlugin(Plugin):
     def choices(self) -> dict[str, list[str]]:
         return {"decode": ["device"]}
 
+    def unavailable(self, field: str, value: str, device) -> str | None:
+        if not can_decode_on(device):  # before the data is listed: MPS, XPU, a torchvision without nvJPEG
+            return f"--decode device: torchvision cannot decode JPEGs on {device}; use --decode cpu"
+        return None
+
     def loaders(self, plan) -> None:
+        """Where the run's images are decoded (plan.decode and why); for the device, the workers hand over bytes."""
         cfg = plan.cfg
         plan.decode, plan.decode_reason = choose_decode(cfg.decode, plan.device, file_names(plan.datasets[True]),
                                                         cfg.cache_images)

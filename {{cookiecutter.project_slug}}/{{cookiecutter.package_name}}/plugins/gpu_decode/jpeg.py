@@ -88,7 +88,7 @@ def read_encoded(path: str, short_side: int | None = None) -> Encoded | Image.Im
     return Encoded(torch.frombuffer(bytearray(data[:end]), dtype=torch.uint8), (height, width))
 
 
-def _decode_jpegs(data: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+def decode_jpegs(data: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
     """Each JPEG's bytes decoded to uint8 (3, H, W) RGB on `device`: in one call where decode_jpeg takes a list
     (seen on torchvision 0.26; batched on CUDA), one call each on torchvision 0.19, which takes one tensor."""
     if _TORCHVISION >= (0, 20):
