@@ -111,14 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     """Score every repository present in CORPUS; print one table per set (and per repository on request)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path, help="folder holding OWNER+NAME/ checkouts")
-    parser.add_argument("--set", help="score only this set (tuning, held-out)")
+    parser.add_argument("--set", help="score only these sets, comma-separated (tuning, held-out-1, ...)")
     parser.add_argument("--by-repo", action="store_true", help="a table per repository too")
     parser.add_argument("--select", help="score these rules instead of the default ones (e.g. DEV007, opt-in)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with repos.csv and labels.csv")
     parser.add_argument("--lint", type=Path, default=LINT, help="the devicelint.py to score")
     args = parser.parse_args(argv)
     try:
-        repos = [r for r in read_repos(args.data / "repos.csv") if args.set in (None, r.set)]
+        sets = set(args.set.split(",")) if args.set else None
+        repos = [r for r in read_repos(args.data / "repos.csv") if sets is None or r.set in sets]
         labels = read_labels(args.data / "labels.csv")
     except (OSError, ValueError, KeyError) as error:
         print(f"lint_score: {error}", file=sys.stderr)
