@@ -9,10 +9,11 @@ repository of scripts/lint_corpus/repos.csv at its commit into CORPUS/<owner>+<n
 
 then run, from the template root:
 
-    python scripts/lint_score.py CORPUS [--set held-out] [--by-repo]
+    python scripts/lint_score.py CORPUS [--set held-out-4] [--by-repo] [--every-hazard]
 
 It runs the lint over each repository as one tree (calls between its files are followed), compares
-the findings with the labels, and prints precision and recall per rule and overall, per set. A
+the findings with the labels, and prints precision and recall per rule and overall, per set (recall of
+the hazards of the rules run; `--every-hazard`: of every labelled hazard, e.g. DEV007's too). A
 finding nobody labelled is listed and makes the exit status 1: figures with unlabelled findings in
 them would not be the measured ones. Exit 2: a missing repository or a bad labels file.
 """
@@ -114,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", help="score only these sets, comma-separated (tuning, held-out-1, ...)")
     parser.add_argument("--by-repo", action="store_true", help="a table per repository too")
     parser.add_argument("--select", help="score these rules instead of the default ones (e.g. DEV007, opt-in)")
+    parser.add_argument("--every-hazard", action="store_true",
+                        help="count as missed every labelled hazard the run does not report, whatever its rule "
+                             "(recall of every hazard the policy names, not only those of the rules run)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with repos.csv and labels.csv")
     parser.add_argument("--lint", type=Path, default=LINT, help="the devicelint.py to score")
     args = parser.parse_args(argv)
@@ -134,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     per_set: dict[str, Counter] = defaultdict(Counter)
     unlabelled: list[str] = []
     for repo in repos:
-        counts, loose = score(repo, findings(lint, args.corpus / repo.repo.replace("/", "+"), select), labels, rules)
+        found = findings(lint, args.corpus / repo.repo.replace("/", "+"), select)
+        counts, loose = score(repo, found, labels, None if args.every_hazard else rules)
         per_set[repo.set] += counts
         unlabelled += loose
         if args.by_repo:

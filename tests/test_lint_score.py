@@ -106,3 +106,17 @@ def test_lint_speed_prints_files_per_cpu_second_of_the_lint_as_a_process(tmp_pat
     assert "devicelint.py: 1 files; CPU seconds per run" in out and "files per CPU-second" in out
     assert speed.main([str(tmp_path / "nowhere")]) == 2
     assert "no such path" in capsys.readouterr().err
+
+
+def test_every_hazard_counts_the_misses_of_rules_that_did_not_run(tmp_path: Path, capsys) -> None:
+    """A labelled hazard of an opt-in rule (DEV007) is missed only when recall is of every hazard the policy names."""
+    corpus, data = write_corpus(tmp_path, ["held-out-1,me/demo,abc,train.py,2,DEV002,hazard,hard-coded\n",
+                                           "held-out-1,me/demo,abc,train.py,3,DEV004,hazard,a user's file\n",
+                                           "held-out-1,me/demo,abc,train.py,9,DEV007,hazard,a CPU tensor in forward\n"])
+    scorer = load_scorer()
+    assert scorer.main([str(corpus), "--data", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "DEV007" not in out and "| **all** | 2 | 0 | 0 | 1.00 | 1.00 |" in out
+    assert scorer.main([str(corpus), "--data", str(data), "--every-hazard"]) == 0
+    out = capsys.readouterr().out
+    assert "| DEV007 | 0 | 0 | 1 | – | 0.00 |" in out and "| **all** | 2 | 0 | 1 | 1.00 | 0.67 |" in out
