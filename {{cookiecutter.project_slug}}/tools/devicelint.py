@@ -34,6 +34,7 @@ bases; ``mod.f()`` in an imported module; ``x.f()`` in the class ``x`` was made 
 it knows: a method is never matched by its name alone. A finding in a function no call was found to
 says that the lint cannot tell whether its callers check for CUDA. Not reported:
 - guards: ``if torch.cuda.is_available():``, ``if device.type == "cuda":``, ``device.startswith("cuda")``,
+  ``isinstance(x, torch.cuda.FloatTensor)``, a backend asked for by name (``args.gpu_type == "mps"``),
   the ``else`` of a CPU check, after ``if not ...: return``, a skip decorator or a module's
   ``pytestmark``, a flag an availability check sets (``use_cuda = torch.cuda.is_available()``, also as an
   argument), a flag off by default (``--cuda`` store_true, ``args.gpu is not None``), a helper that
@@ -43,9 +44,12 @@ says that the lint cannot tell whether its callers check for CUDA. Not reported:
   ``init_distributed_mode()`` helper in another file that starts NCCL or exits without CUDA on every
   path; a function every caller in the checked files reaches that way is CUDA-only too; an ``if``
   with the same test as a block that started NCCL; after a collective; under TensorRT/CuPy imports;
-- tests of a CUDA-only compiled extension (importing a ``CUDAExtension``, or beside its build script);
+- tests of a CUDA-only compiled extension (importing a ``CUDAExtension``, or beside its build script),
+  and modules that import one at their top level, directly or through a checked module;
 - code nothing reaches: a private helper no file names, and in an application (no pyproject
-  ``[project]`` or setup.py: no users outside) a function or class no file names or evaluates.
+  ``[project]`` or setup.py: no users outside) a function or class no file names or evaluates (a
+  wrapping decorator such as ``@torch.no_grad()`` registers nothing; another file's calls of its own
+  function of the same name are not calls of this one).
 A flag something only wishes on guards nothing: ``--cuda default=True``, ``--gpus default=1``,
 ``--gpu_ids default="0"``, a parameter every caller passes ``gpu=True``, ``cuda = not no_cuda``, another
 script's option on by default; nor does a flag asking for the CPU that no availability check sets
@@ -54,11 +58,14 @@ Flags are told by their words: ``use_cuda``, ``n_gpu``, ``gpu_ids``, not ``outpu
 (``isinstance(x, torch.cuda.FloatTensor)``) makes no tensor; a device name only compared or formatted
 (``"torch." + DEVICE + ".FloatTensor"``) places none.
 
-Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name,
-or a private helper every caller passes the device), ``add_argument("--device", default="cuda")``,
+Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name, or
+every caller passes the device: a private helper's, or in an application any function's or class's),
+``add_argument("--device", default="cuda")`` (any option whose default names an accelerator), ``device_map="cuda"``,
 ``getattr(args, "device", "cuda")``, ``cfg.get("device", "cuda")``, ``torch.set_default_device("cuda")``.
-A file this process just wrote, or that a checked file saves from CPU tensors (``torch.save(feats.cpu(),
-"feats.pt")``), loads anywhere: no map_location is asked for. Unpickling is reported at the call:
+A file this process just wrote (also through a helper called earlier in the function, such as an
+early-stopping object that saves the best model), or that a checked file saves from CPU tensors
+(``torch.save(feats.cpu(), "feats.pt")``), loads anywhere: no map_location is asked for.
+Unpickling is reported at the call:
 torch.load without ``weights_only=True`` (not for a file this process just wrote),
 ``torch.hub.load_state_dict_from_url``, ``model_zoo.load_url``, any function in the
 checked files that calls torch.load with ``weights_only=False``, and ultralytics' ``torch_load``.
@@ -214,6 +221,9 @@ _MAY_ESTABLISH = {ast.Expr, ast.Assign, ast.AnnAssign, ast.If, ast.With, ast.Asy
                   ast.Import, ast.ImportFrom}
 _CUDA_ONLY_MODULES = {"tensorrt", "pycuda", "cupy", "torch_tensorrt", "torch2trt"}
 _EXIT_CALLS = {"exit", "quit", "_exit", "skip", "skipTest", "fail"}
+# Decorators that wrap a function without registering it anywhere: nothing calls it because of them.
+_WRAPPERS_ONLY = {"no_grad", "inference_mode", "enable_grad", "staticmethod", "classmethod", "lru_cache", "cache",
+                  "wraps", "script", "ignore", "unused", "compile", "custom_fwd", "custom_bwd", "cached_property"}
 # Context managers under which a test expects an error or a warning: what fails there is the point.
 _EXPECTS = {"raises", "warns", "deprecated_call", "assertRaises", "assertRaisesRegex", "assertWarns",
             "assertWarnsRegex"}
@@ -294,6 +304,10 @@ def _guard(test: ast.AST, facts: _FileFacts | None = None) -> str | None:
         return strong if strong in guards else weak if all(g == weak for g in guards) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _compare_guard(test.left, test.ops[0], test.comparators[0], facts)
+    if isinstance(test, ast.Call) and _last(test) == "isinstance" and len(test.args) == 2:
+        types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+        if types and all(_TYPED_CUDA.match(_dotted(t)) for t in types):
+            return _CUDA  # `isinstance(x, torch.cuda.FloatTensor)`: x is a CUDA tensor, like `x.is_cuda`
     if isinstance(test, ast.Call) and _last(test) == "startswith" and test.args:
         prefix = _string(test.args[0]) or ""  # `device.startswith("cuda")`: like `device.type == "cuda"`
         return _CUDA if prefix.startswith("cuda") else _NOT_CUDA if prefix == "cpu" else None
@@ -360,12 +374,16 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, facts: _FileFac
     """`device.type == "cuda"`, `"cuda" in str(d)`, `backend == "nccl"`, `args.gpu is not None`."""
     literal = _string(right) if _string(left) is None else _string(left)
     other = left if _string(left) is None else right
+    typed = next((side for side in (left, right) if _TYPED_CUDA.match(_dotted(side)) or
+                  _TYPED_CUDA.match(_string(side) or "")), None)
+    if typed is not None and isinstance(op, (ast.Eq, ast.Is, ast.NotEq, ast.IsNot)):
+        return _CUDA if isinstance(op, (ast.Eq, ast.Is)) else _NOT_CUDA  # `x.type() == "torch.cuda.FloatTensor"`
     if literal is not None:
         positive = isinstance(op, (ast.Eq, ast.In))
         if not positive and not isinstance(op, (ast.NotEq, ast.NotIn)):
             return None
-        if literal.startswith(("cuda", "nccl", "gpu")):  # `args.device == "gpu"`: the user asked for the GPU
-            return _CUDA if positive else _NOT_CUDA
+        if literal.startswith(("cuda", "nccl", "gpu", "mps", "xpu")):  # `args.device == "gpu"`: the user asked
+            return _CUDA if positive else _NOT_CUDA  # (a default that asks is reported where it is set)
         return (_NOT_CUDA if positive else _CUDA) if literal in ("cpu", "gloo") else None
     base = _guard(other, facts) if isinstance(other, ast.Call) else _flag_guard(other, facts)
     number = next((side for side in (left, right) if isinstance(side, ast.Constant) and type(side.value) is int), None)
@@ -505,6 +523,10 @@ class _FileFacts:
             or any(_keyword(c, "device") is not None for c in calls)
         saves = [c for c in calls if _dotted(c.func) == "torch.save"]
         self.cpu_saved = {self._path_key(p, c) for c in saves if self._from_cpu(c) for p in self._paths(c)}
+        # saved after an explicit .cpu(): other files may rely on it (a file that moves nothing may save what a
+        # caller put on the GPU)
+        self.cpu_saved_explicitly = {self._path_key(p, c) for c in saves if self._from_cpu(c, moves=True)
+                                     for p in self._paths(c)}
         self.saved = {self._path_key(p) for c in saves for p in self._paths(c)}
         self.pickled_objects = sorted({name for c in calls if "save" in _last(c).lower() and c.args
                                        for name in self._objects(c.args[0])})
@@ -518,6 +540,7 @@ class _FileFacts:
         self.imports: dict[str, tuple[str, str | None, int]] = {}  # local name -> (module, imported name, level)
         self.mentions: Counter[str] = Counter()  # names read, called or spelt in a string (a string may be looked up)
         self.mentions = Counter(_mentions(kinds))
+        self.name_reads = Counter(n.id for n in kinds.get(ast.Name, []) if isinstance(n.ctx, ast.Load))
         for kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             for node in kinds.get(kind, []):
                 self.defs.setdefault(node.name, []).append(node)
@@ -616,6 +639,31 @@ class _FileFacts:
             {f"{m}.{n}".strip(".") for m, n, _ in self.imports.values() if n}
         return any(m in self.project.cuda_extensions or m.rsplit(".", 1)[-1] in self.project.cuda_extensions
                    for m in imported if m)
+
+    def needs_cuda_extension(self, depth: int = 0) -> bool:
+        """A module that imports a CUDA-only compiled extension at its top level, unconditionally (not in a
+        `try`), itself or through a checked module that does: it cannot even be imported without CUDA."""
+        cached = self.__dict__.get("_needs_cuda_extension")
+        if cached is not None:
+            return cached
+        self._needs_cuda_extension = False  # while computing (an import cycle answers no); no extension: no
+        extensions = self.project.cuda_extensions
+        if not extensions:
+            return False
+        for node in self.tree.body:
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or "", *(f"{node.module}.{a.name}".strip(".") for a in node.names)]
+            if any(n and (n in extensions or n.rsplit(".", 1)[-1] in extensions) for n in names):
+                self._needs_cuda_extension = True
+                break
+            level = node.level if isinstance(node, ast.ImportFrom) else 0
+            modules = [self.project.module(self, n, level) for n in names[:1] if n] if depth < 3 else []
+            if any(m is not None and m is not self and m.needs_cuda_extension(depth + 1) for m in modules):
+                self._needs_cuda_extension = True
+                break
+        return self._needs_cuda_extension
 
     @functools.cached_property
     def collective_scopes(self) -> set[tuple[int, str]]:
@@ -791,8 +839,10 @@ class _FileFacts:
     @functools.cached_property
     def dynamic_names(self) -> set[str]:
         """Names an `eval(name)` or `globals()[name]` here may reach: this module's own and imported names."""
-        if not any(isinstance(c.func, ast.Name) and c.func.id in ("eval", "exec", "globals", "vars") and
-                   not (c.args and isinstance(c.args[0], ast.Constant)) for c in self.calls):
+        if not any(isinstance(c.func, ast.Name) and (
+                c.func.id in ("eval", "exec") and not (c.args and isinstance(c.args[0], ast.Constant)) or
+                c.func.id in ("globals", "vars", "locals") and not c.args)  # `vars(opt)` reads an object, not names
+                for c in self.calls):
             return set()
         names = {n.name for n in self.defs_at_top()} | set(self.imports)
         for module, level in self.star_imports:  # `from models.common import *`
@@ -963,12 +1013,19 @@ class _FileFacts:
         return False
 
     def saves_in_function(self, load: ast.Call) -> bool:
-        """The loaded path (or buffer) is written earlier in the same function: same process, so the same devices."""
+        """The loaded path (or buffer) is written earlier in the same function: same process, so the same devices.
+
+        Also through a helper called earlier there that saves that file name (`EarlyStopping()` whose
+        `__call__` saves "checkpoint.pth", loaded back as `path + "/checkpoint.pth"`)."""
         key = self._path_key(self.opened(load, load.args[0]))
         function = self._function_of(load)
-        return any("save" in _last(c).lower() and c.lineno < load.lineno and self._function_of(c) is function and
-                   any(self._path_key(p) == key for p in self._saved_to(c))
-                   for c in self.walk(function) if isinstance(c, ast.Call))
+        earlier = [c for c in self.walk(function) if isinstance(c, ast.Call) and c.lineno < load.lineno and
+                   self._function_of(c) is function]
+        if any("save" in _last(c).lower() and any(self._path_key(p) == key for p in self._saved_to(c))
+               for c in earlier):
+            return True
+        return "(" not in key and any(self.project.saves_file(f, d, key, 2) for c in earlier
+                                      for f, d in self.project.resolve(self, c.func))
 
     def _saved_to(self, save: ast.Call) -> list[ast.AST]:
         """Where a save call writes: torch.save's path, else any argument (`saver.save(state, path)`)."""
@@ -1015,12 +1072,14 @@ class _FileFacts:
                 found += self._file_names(before[-1].value, depth - 1) if before else []
         return found
 
-    def _from_cpu(self, save: ast.Call) -> bool:
-        """A save of CPU data: `x.cpu()`, or `m.state_dict()` after `m.cpu()`, or a file that never moves."""
+    def _from_cpu(self, save: ast.Call, moves: bool = False) -> bool:
+        """A save of CPU data: `x.cpu()`, or `m.state_dict()` after `m.cpu()`, or a file that never moves
+        (unless `moves`: then only the first two count)."""
         saved = save.args[0] if save.args else None
-        if not self.moves_to_device or any(_last(n) == "cpu" for n in self.walk(saved) if isinstance(n, ast.Call)):
+        if not (self.moves_to_device or moves) or \
+                any(_last(n) == "cpu" for n in self.walk(saved) if isinstance(n, ast.Call)):
             return True
-        if isinstance(saved, (ast.Name, ast.Attribute)) and not any(
+        if not moves and isinstance(saved, (ast.Name, ast.Attribute)) and not any(
                 part in _last(saved).lower() for part in _STATE_NAMES):
             return True  # a cache of data (`torch.save(corpus, fn)`, `torch.save(x, cache_path)`), not model state
         owner = _dotted(saved.func.value) if isinstance(saved, ast.Call) and _last(saved) == "state_dict" else ""
@@ -1094,7 +1153,7 @@ class _Project:
     def __init__(self) -> None:
         self.files: dict[str, _FileFacts | None] = {}  # real path -> facts (None: unreadable)
         self.roots: set[str] = set()  # imports are followed into files under these folders only
-        self._verdicts: dict[tuple[str, int], bool] = {}
+        self._verdicts: dict[tuple, bool] = {}
         self._modules: dict[tuple[str, str, int], _FileFacts | None] = {}
         # Call sites: id(definition) -> [(ids of the functions around the call, CUDA known there)]; a call the
         # lint cannot resolve to a definition (`trainer.fit()` on an object of unknown class) counts for none.
@@ -1114,7 +1173,7 @@ class _Project:
         if os.path.isfile(path):
             self.files[_realpath(path)] = facts
         self.options_on |= facts.options_on
-        self.cpu_saved_files |= {key for key in facts.cpu_saved if "(" not in key}  # file names, not expressions
+        self.cpu_saved_files |= {key for key in facts.cpu_saved_explicitly if "(" not in key}  # names, not code
         if _builds_cuda_extension(facts) and os.path.isfile(path):
             folder = os.path.dirname(_realpath(path))
             if _project_root(folder) != folder:
@@ -1141,6 +1200,22 @@ class _Project:
     def checked(self) -> set[str]:
         """Flags some call passes an availability check: `Net(use_gpu=torch.cuda.is_available())`, by position too."""
         return self.checked_keywords.union(*(_positional_flags(f, c, _checks) for f, c in self.passing_true))
+
+    def saves_file(self, facts: _FileFacts, node: ast.AST, key: str, depth: int) -> bool:
+        """Whether a function (a class: its __call__) saves to that file name, itself or through what it calls."""
+        if isinstance(node, ast.ClassDef):
+            node = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__call__"), None)
+        if node is None:
+            return False
+        memo = (id(node), key, depth)
+        if memo not in self._verdicts:
+            self._verdicts[memo] = False  # a cycle answers no
+            calls = [c for c in facts.walk(node) if isinstance(c, ast.Call)]
+            self._verdicts[memo] = any(
+                _dotted(c.func) == "torch.save" and any(facts._path_key(p) == key for p in facts._paths(c))
+                for c in calls) or depth > 0 and any(
+                self.saves_file(f, d, key, depth - 1) for c in calls for f, d in self.resolve(facts, c.func))
+        return self._verdicts[memo]
 
     def library_at(self, path: str) -> bool:
         """Whether the file belongs to an installable package (pyproject [project], setup.py, setup.cfg)."""
@@ -1432,7 +1507,7 @@ class _Checker(ast.NodeVisitor):
         """`pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), ...)` guards the whole file."""
         self.guarded += any(isinstance(s, ast.Assign) and _dotted(s.targets[0]) == "pytestmark"
                             and _decorator_guard(s.value, self.facts) for s in node.body)
-        self.cuda_only += self.facts.tests_cuda_extension
+        self.cuda_only += self.facts.tests_cuda_extension or self.facts.needs_cuda_extension()
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -1536,15 +1611,25 @@ class _Checker(ast.NodeVisitor):
                 self.report_device(default, _device_literals(default, self.facts), default=True)
 
     def _always_passed(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, position: int) -> bool:
-        """A private helper (`_name`) whose every call in this file passes the parameter: its default is never used."""
-        if not function.name.startswith("_") or function.name.endswith("__"):
+        """Every call passes the parameter, so its default is never used: a private helper's calls in this file;
+        in an application (no users outside), any function's or class's calls in the checked files."""
+        owner = self.facts.parents.get(function)
+        constructor = function.name == "__init__" and isinstance(owner, ast.ClassDef)
+        private = function.name.startswith("_") and not function.name.endswith("__")
+        if not (private or (constructor or not function.name.endswith("__")) and
+                not self.facts.project.library_at(self.facts.path)):
             return False
+        callee, target = (owner.name, owner) if constructor else (function.name, function)
         shift = 1 if function.args.args and function.args.args[0].arg in ("self", "cls") else 0
-        calls = [c for c in self.facts.calls if _last(c) == function.name and c.func is not None]
-        calls = [c for c in calls if any(d is function for _, d in self.facts.project.resolve(self.facts, c.func))
-                 or not self.facts.project.resolve(self.facts, c.func)]  # a call of another `_name` does not count
-        return bool(calls) and all(_keyword(c, name) is not None or
-                                   0 <= position - shift < len(c.args) for c in calls)
+        files = [self.facts] if private else [f for f in self.facts.project.files.values() if f is not None]
+        calls = [(f, c) for f in files for c in f.calls if _last(c) == callee]
+        resolved = [(f, c) for f, c in calls if any(d is target for _, d in f.project.resolve(f, c.func))]
+        if private:  # a call of another `_name` does not count; one the lint cannot resolve may be this one
+            resolved += [(f, c) for f, c in calls if not f.project.resolve(f, c.func)]
+        elif len(resolved) != len(calls) and any(not f.project.resolve(f, c.func) for f, c in calls):
+            return False  # a call the lint cannot resolve may let the default through
+        return bool(resolved) and all(_keyword(c, name) is not None or 0 <= position - shift < len(c.args)
+                                      for _, c in resolved)
 
     def visit_Assign(self, node: ast.Assign | ast.AnnAssign) -> None:
         """Track names holding a DP/DDP wrapper or a dict; DEV002 for `device = "cuda"`."""
@@ -1667,13 +1752,16 @@ class _Checker(ast.NodeVisitor):
         candidates += [kw.value for kw in node.keywords if kw.arg == "map_location"]
         if name == "torch.device" and node.args:
             candidates.append(node.args[0])
-        device_kw = _keyword(node, "device")
-        if device_kw is not None:
-            candidates.append(device_kw.value)
+        for name in ("device", "device_map"):  # `from_pretrained(..., device_map="cuda")` places the model too
+            keyword = _keyword(node, name)
+            if keyword is not None:
+                candidates.append(keyword.value)
         default = _keyword(node, "default")
         defaults = _lookup_default(node)
-        if method == "add_argument" and default is not None and any("device" in (_string(a) or "") for a in node.args):
-            defaults.append(default.value)
+        accelerator = _ACCELERATOR.match(_string(getattr(default, "value", None)) or "")
+        if method == "add_argument" and default is not None and (
+                accelerator or any("device" in (_string(a) or "") for a in node.args)):
+            defaults.append(default.value)  # `--device default="cuda"`, `--gpu_type default="cuda"`
         if _last(node) == "set_default_device" and node.args:
             defaults.append(node.args[0])
         for candidate in candidates:
@@ -2000,17 +2088,25 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
     mentioned: Counter[str] = Counter()
     for facts in files:
         mentioned.update(facts.mentions)
-    dynamic = set().union(*(facts.dynamic_names for facts in files))
+    # an eval of names reaches its own module's definitions, and what that module imports
+    dynamic = set().union(*(f.dynamic_names - {n.name for n in f.defs_at_top()} for f in files))
+    definers: dict[str, list[_FileFacts]] = {}  # name -> the files that define it at their top level
+    for f in files:
+        for name in f.scopes.get(f.tree, {}):
+            definers.setdefault(name, []).append(f)
     found = set()
     for facts, node in functions + [(f, n) for f in files for n in f.defs_at_top() if isinstance(n, ast.ClassDef)]:
-        if node.name in dynamic or node.decorator_list or node.name.endswith("__"):
+        registered = any(_last(d) not in _WRAPPERS_ONLY for d in node.decorator_list)  # `@torch.no_grad()` wraps
+        if node.name in dynamic or node.name in facts.dynamic_names or registered or node.name.endswith("__"):
             continue
         private = node.name.startswith("_")
         if not private and (facts.parents.get(node) is not facts.tree or project.library_at(facts.path) or
                             node.name.lower().startswith(("test", "pytest_", "setup", "teardown")) or
                             os.path.basename(facts.path) in ("hubconf.py", "conftest.py", "setup.py")):
             continue
-        count = mentioned[node.name]  # a name said three times or more is used from outside its definition
+        # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import this one
+        count = mentioned[node.name] - sum(other.name_reads[node.name] for other in definers.get(node.name, ())
+                                           if other is not facts and node.name not in other.imports)
         if count == 0 or count <= 2 and count <= _mentions_inside(facts, node)[node.name]:  # `super(Name, self)`
             found.add(id(node))
     return found
