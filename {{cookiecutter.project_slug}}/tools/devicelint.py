@@ -54,7 +54,9 @@ A flag something only wishes on guards nothing: ``--cuda default=True``, ``--gpu
 ``--gpu_ids default="0"``, a parameter every caller passes ``gpu=True``, ``cuda = not no_cuda``, another
 script's option on by default; nor does a flag asking for the CPU that no availability check sets
 (``"cpu" if args.no_cuda else "cuda"``, ``--cpu`` store_true): left at its default, the GPU path runs.
-Flags are told by their words: ``use_cuda``, ``n_gpu``, ``gpu_ids``, not ``output_path``. A type test
+Flags are told by their words: ``use_cuda``, ``n_gpu``, ``gpu_ids``, not ``output_path``; one set by
+assignment also by its owner (``cfg.CUDA = True`` is not ``args.cuda``), and ``args.cuda > 0`` of an
+option off by default asks like ``args.cuda``. A type test
 (``isinstance(x, torch.cuda.FloatTensor)``) makes no tensor; a device name only compared or formatted
 (``"torch." + DEVICE + ".FloatTensor"``) places none.
 
@@ -330,6 +332,12 @@ _ACCEL_WORD = re.compile(r"(?:^|[^a-z])(?:n|num|use|with|is|has|no|multi|on|requ
 _CPU_WORD = re.compile(r"(?:^|[^a-z])(?:no_?(?:cuda|gpus?)|(?:use_?|on_?|force_?|only_?)?cpu(?:_?only)?)(?:$|[^a-z])")
 
 
+def _flag_key(node: ast.AST) -> str:
+    """How a flag set by assignment is known: `use_cuda`; an attribute by its owner too (`cfg.cuda` is not
+    `args.cuda`; `self.args.cuda` is `args.cuda`)."""
+    return ".".join(_dotted(node).lower().split(".")[-2:]) if isinstance(node, ast.Attribute) else _last(node).lower()
+
+
 def _accel_flag(name: str) -> bool:
     """Whether a (lower-case) flag name has an accelerator word in it."""
     return bool(_ACCEL_WORD.search(name))
@@ -342,7 +350,8 @@ def _flag_guard(node: ast.AST, facts: _FileFacts | None = None) -> str | None:
     flag that asks for the CPU (`no_cuda`, `--cpu`) guards only where an availability check sets it: left at
     its default it chooses the accelerator, so the other branch runs on a machine without one."""
     name = _last(node).lower()
-    if not name or isinstance(node, ast.Call) or (facts is not None and name in facts.unsafe_flags):
+    if not name or isinstance(node, ast.Call) or (facts is not None and (
+            name in facts.unsafe_flags or _flag_key(node) in facts.unsafe_flags)):
         return None
     if facts is not None and name in facts.availability_flags:
         return _CUDA
@@ -388,7 +397,7 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, facts: _FileFac
     base = _guard(other, facts) if isinstance(other, ast.Call) else _flag_guard(other, facts)
     number = next((side for side in (left, right) if isinstance(side, ast.Constant) and type(side.value) is int), None)
     if base is None or (number is not None and facts is not None and not isinstance(other, ast.Call)
-                        and _last(other).lower() not in facts.checked_flags):
+                        and _last(other).lower() not in facts.checked_flags | facts.options_off):
         return None  # `gpus >= 1` counts what was asked for; only a count from device_count() says what exists
     negative = isinstance(op, (ast.Is, ast.Eq)) or \
         (isinstance(op, (ast.Lt, ast.LtE)) and isinstance(right, ast.Constant))
@@ -584,6 +593,12 @@ class _FileFacts:
     def options_declared(self) -> set[str]:
         """argparse destinations this file declares (`--gpu`, `-gpu`, `dest=`)."""
         return {dest for dest, _ in self._options()}
+
+    @functools.cached_property
+    def options_off(self) -> frozenset[str]:
+        """argparse destinations off unless asked for (`--cuda` store_true, `default=None`), here or in a checked
+        file: `args.cuda > 0` is then an explicit request, like `args.cuda`."""
+        return frozenset(self.project.options_off | {dest for dest, on in self._options() if not on and dest})
 
     @functools.cached_property
     def options_on(self) -> set[str]:
@@ -957,7 +972,7 @@ class _FileFacts:
         wished |= self._wished_flags()
         wished |= self.options_on | self.project.wished  # `build(model, gpu=True)` in any checked file
         wished |= self.project.options_on - self.options_declared  # another script's option, unless parsed here too
-        return frozenset(n for n in wished - checked if _accel_flag(n))
+        return frozenset(n for n in wished if n.rsplit(".", 1)[-1] not in checked and _accel_flag(n.rsplit(".", 1)[-1]))
 
     @functools.cached_property
     def checked_flags(self) -> frozenset[str]:
@@ -988,7 +1003,7 @@ class _FileFacts:
         for node in self.kinds.get(ast.Assign, []):
             negated = isinstance(node.value, ast.UnaryOp) and isinstance(node.value.op, ast.Not)
             if negated or isinstance(node.value, ast.Constant) and node.value.value is True:
-                wished |= {_last(t).lower() for t in node.targets}  # `opt.cuda = not opt.no_cuda` is True by default
+                wished |= {_flag_key(t) for t in node.targets}  # `opt.cuda = not opt.no_cuda` is True by default
         for node in self.kinds.get(ast.arguments, []):
             params = node.posonlyargs + node.args
             pairs = list(zip(params[len(params) - len(node.defaults):], node.defaults))
@@ -1165,6 +1180,7 @@ class _Project:
         self.cuda_extensions: set[str] = set()  # modules built by CUDAExtension(...): they need CUDA to run
         self.cuda_extension_folders: set[str] = set()  # folders (not a project root) that build a CUDA extension
         self.options_on: set[str] = set()  # argparse options on by default in some checked file
+        self.options_off: set[str] = set()  # ... and off unless asked for
         self.checked_keywords: set[str] = set()  # flags passed an availability check by keyword somewhere
         self.cpu_saved_files: set[str] = set()  # file names some checked file saves CPU tensors to (`feats.pt`)
 
@@ -1173,6 +1189,7 @@ class _Project:
         if os.path.isfile(path):
             self.files[_realpath(path)] = facts
         self.options_on |= facts.options_on
+        self.options_off |= {dest for dest, on in facts._options() if not on and dest}
         self.cpu_saved_files |= {key for key in facts.cpu_saved_explicitly if "(" not in key}  # names, not code
         if _builds_cuda_extension(facts) and os.path.isfile(path):
             folder = os.path.dirname(_realpath(path))

