@@ -547,9 +547,6 @@ class _FileFacts:
         self.porting = False  # set per checked file (--porting, or `porting = true` in its pyproject.toml)
         self.defs: dict[str, list[ast.AST]] = {}  # function and class name -> their definitions, at any depth
         self.imports: dict[str, tuple[str, str | None, int]] = {}  # local name -> (module, imported name, level)
-        self.mentions: Counter[str] = Counter()  # names read, called or spelt in a string (a string may be looked up)
-        self.mentions = Counter(_mentions(kinds))
-        self.name_reads = Counter(n.id for n in kinds.get(ast.Name, []) if isinstance(n.ctx, ast.Load))
         for kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             for node in kinds.get(kind, []):
                 self.defs.setdefault(node.name, []).append(node)
@@ -737,6 +734,16 @@ class _FileFacts:
     def mentions_global(self) -> set[str]:
         """Names declared `global`/`nonlocal` (rebound from elsewhere)."""
         return {name for n in self.kinds.get(ast.Global, []) + self.kinds.get(ast.Nonlocal, []) for name in n.names}
+
+    @functools.cached_property
+    def mentions(self) -> Counter[str]:
+        """Names read, called or spelt in a string (a string may be looked up), with how often."""
+        return Counter(_mentions(self.kinds))
+
+    @functools.cached_property
+    def name_reads(self) -> Counter[str]:
+        """Bare names read (`fliplr(img)`), with how often."""
+        return Counter(n.id for n in self.kinds.get(ast.Name, []) if isinstance(n.ctx, ast.Load))
 
     @functools.cached_property
     def availability_holders(self) -> set[ast.AST]:
