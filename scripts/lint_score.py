@@ -9,10 +9,11 @@ repository of scripts/lint_corpus/repos.csv at its commit into CORPUS/<owner>+<n
 
 then run, from the template root:
 
-    python scripts/lint_score.py CORPUS [--set held-out] [--by-repo]
+    python scripts/lint_score.py CORPUS [--set held-out-4] [--by-repo] [--every-hazard]
 
 It runs the lint over each repository as one tree (calls between its files are followed), compares
-the findings with the labels, and prints precision and recall per rule and overall, per set. A
+the findings with the labels, and prints precision and recall per rule and overall, per set (recall of
+the hazards of the rules run; `--every-hazard`: of every labelled hazard, e.g. DEV007's too). A
 finding nobody labelled is listed and makes the exit status 1: figures with unlabelled findings in
 them would not be the measured ones. Exit 2: a missing repository or a bad labels file.
 """
@@ -111,14 +112,18 @@ def main(argv: list[str] | None = None) -> int:
     """Score every repository present in CORPUS; print one table per set (and per repository on request)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path, help="folder holding OWNER+NAME/ checkouts")
-    parser.add_argument("--set", help="score only this set (tuning, held-out)")
+    parser.add_argument("--set", help="score only these sets, comma-separated (tuning, held-out-1, ...)")
     parser.add_argument("--by-repo", action="store_true", help="a table per repository too")
     parser.add_argument("--select", help="score these rules instead of the default ones (e.g. DEV007, opt-in)")
+    parser.add_argument("--every-hazard", action="store_true",
+                        help="count as missed every labelled hazard the run does not report, whatever its rule "
+                             "(recall of every hazard the policy names, not only those of the rules run)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with repos.csv and labels.csv")
     parser.add_argument("--lint", type=Path, default=LINT, help="the devicelint.py to score")
     args = parser.parse_args(argv)
     try:
-        repos = [r for r in read_repos(args.data / "repos.csv") if args.set in (None, r.set)]
+        sets = set(args.set.split(",")) if args.set else None
+        repos = [r for r in read_repos(args.data / "repos.csv") if sets is None or r.set in sets]
         labels = read_labels(args.data / "labels.csv")
     except (OSError, ValueError, KeyError) as error:
         print(f"lint_score: {error}", file=sys.stderr)
@@ -133,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     per_set: dict[str, Counter] = defaultdict(Counter)
     unlabelled: list[str] = []
     for repo in repos:
-        counts, loose = score(repo, findings(lint, args.corpus / repo.repo.replace("/", "+"), select), labels, rules)
+        found = findings(lint, args.corpus / repo.repo.replace("/", "+"), select)
+        counts, loose = score(repo, found, labels, None if args.every_hazard else rules)
         per_set[repo.set] += counts
         unlabelled += loose
         if args.by_repo:

@@ -29,7 +29,7 @@ def test_every_label_names_a_listed_repository_at_its_commit_with_a_reason() -> 
         rows = list(csv.DictReader(handle))
     assert len(labels) == len(rows) > 0
     assert {(row["repo"], row["commit"]) for row in rows} <= repos
-    assert {row["set"] for row in rows} <= {"tuning", "held-out-1", "held-out-2", "held-out-3"}
+    assert {row["set"] for row in rows} <= {"tuning", *(f"held-out-{n}" for n in range(1, 6))}
 
 
 def write_corpus(tmp_path: Path, label_rows: list[str]) -> tuple[Path, Path]:
@@ -76,3 +76,47 @@ def test_a_missing_checkout_or_a_bad_label_is_exit_2(tmp_path: Path, capsys) -> 
     (data / "labels.csv").write_text("set,repo,commit,file,line,rule,label,reason\n")
     assert load_scorer().main([str(tmp_path / "nowhere"), "--data", str(data)]) == 2
     assert "not in" in capsys.readouterr().err
+
+
+def test_set_picks_the_sets_to_score_and_needs_only_their_checkouts(tmp_path: Path, capsys) -> None:
+    """`--set a,b` scores those sets; a listed repository of another set need not be checked out."""
+    corpus, data = write_corpus(tmp_path, ["held-out-1,me/demo,abc,train.py,2,DEV002,hazard,hard-coded\n",
+                                           "held-out-1,me/demo,abc,train.py,3,DEV004,hazard,a user's file\n"])
+    with (data / "repos.csv").open("a") as handle:
+        handle.write("held-out-4,me/absent,def\n")
+    scorer = load_scorer()
+    assert scorer.main([str(corpus), "--data", str(data)]) == 2
+    assert "not in" in capsys.readouterr().err
+    assert scorer.main([str(corpus), "--data", str(data), "--set", "tuning,held-out-1"]) == 0
+    out = capsys.readouterr().out
+    assert "### held-out-1: 1 repositories" in out and "held-out-4" not in out
+
+
+def test_lint_speed_prints_files_per_cpu_second_of_the_lint_as_a_process(tmp_path: Path, capsys) -> None:
+    """scripts/lint_speed.py runs the lint as users do and prints the figure; a missing folder is exit 2."""
+    spec = importlib.util.spec_from_file_location("lint_speed", TEMPLATE / "scripts" / "lint_speed.py")
+    speed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(speed)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("import torch\nx = torch.ones(2).to(device)\n")
+    (tmp_path / "pkg" / ".venv").mkdir()
+    (tmp_path / "pkg" / ".venv" / "b.py").write_text("x = 1\n")
+    assert speed.main([str(tmp_path / "pkg"), "--runs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "devicelint.py: 1 files; CPU seconds per run" in out and "files per CPU-second" in out
+    assert speed.main([str(tmp_path / "nowhere")]) == 2
+    assert "no such path" in capsys.readouterr().err
+
+
+def test_every_hazard_counts_the_misses_of_rules_that_did_not_run(tmp_path: Path, capsys) -> None:
+    """A labelled hazard of an opt-in rule (DEV007) is missed only when recall is of every hazard the policy names."""
+    corpus, data = write_corpus(tmp_path, ["held-out-1,me/demo,abc,train.py,2,DEV002,hazard,hard-coded\n",
+                                           "held-out-1,me/demo,abc,train.py,3,DEV004,hazard,a user's file\n",
+                                           "held-out-1,me/demo,abc,train.py,9,DEV007,hazard,a CPU tensor in forward\n"])
+    scorer = load_scorer()
+    assert scorer.main([str(corpus), "--data", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "DEV007" not in out and "| **all** | 2 | 0 | 0 | 1.00 | 1.00 |" in out
+    assert scorer.main([str(corpus), "--data", str(data), "--every-hazard"]) == 0
+    out = capsys.readouterr().out
+    assert "| DEV007 | 0 | 0 | 1 | – | 0.00 |" in out and "| **all** | 2 | 0 | 1 | 1.00 | 0.67 |" in out

@@ -5,7 +5,7 @@ Usage::
 
     python tools/devicelint.py                    # what pyproject's [tool.devicelint] paths names, else the project
     python tools/devicelint.py PATH...            # files or folders (recurses into *.py), linted as one tree
-    python tools/devicelint.py --porting PATH...  # every .cuda() and the opt-in rules too
+    python tools/devicelint.py --porting PATH...  # every .cuda(), guarded or not, and the opt-in rules too
     python tools/devicelint.py --list-rules       # codes and one-line descriptions
     python tools/devicelint.py --explain DEV003   # why a rule exists and how to fix it
     python tools/devicelint.py --select DEV002,DEV003 --exclude 'tests/*' src/
@@ -20,37 +20,67 @@ a bare ``# devicelint: ignore`` silences every code on that line). The comment m
 line the finding names.
 
 The default rules are the ones precise on code nobody tuned the lint on (precision first: it is meant
-to stay switched on in pre-commit). ``.cuda()`` (DEV001), tensors made in forward() (DEV007) and the
-silent CPU fallback (DEV011) are opt-in: ``--porting``, or ``porting = true`` under [tool.devicelint]
-in the project's pyproject.toml, for code becoming device-portable; porting also reports CUDA-only code.
+to stay switched on in pre-commit), ``.cuda()`` (DEV001) among them. Tensors made in forward() (DEV007)
+and the silent CPU fallback (DEV011) are opt-in: ``--porting``, or ``porting = true`` under
+[tool.devicelint] in the project's pyproject.toml, for code becoming device-portable; porting also
+reports every ``.cuda()`` (a guarded one pins device 0 all the same) and CUDA-only code.
 
-What runs only where CUDA exists is not reported (by default). The lint follows the file and its entry
-points, and calls into the other checked files and the modules they import:
+What runs only where CUDA exists is not reported (by default); a script's top level and a caller with no
+CUDA check on the way are reached. The lint follows the file and its entry points, and calls into the
+other checked files and the modules they import, each call resolved to its definitions by scope and
+import: ``f()`` in the enclosing functions, the module and its imports; ``self.f()`` in the class and its
+bases; ``mod.f()`` in an imported module; ``x.f()`` in the class ``x`` was made from (``x = Trainer()``,
+``x: Trainer``, ``self.x = Trainer()``, ``super().f()``). A call it cannot resolve that way reaches nothing
+it knows: a method is never matched by its name alone. A finding in a function no call was found to
+says that the lint cannot tell whether its callers check for CUDA. Not reported:
 - guards: ``if torch.cuda.is_available():``, ``if device.type == "cuda":``, ``device.startswith("cuda")``,
+  ``isinstance(x, torch.cuda.FloatTensor)``, a backend asked for by name (``args.gpu_type == "mps"``),
   the ``else`` of a CPU check, after ``if not ...: return``, a skip decorator or a module's
-  ``pytestmark``, a flag an availability check sets (``use_cuda = torch.cuda.is_available()``), a flag
-  off by default (``--cuda`` store_true, ``args.gpu is not None``), a helper that returns a check;
+  ``pytestmark``, a flag an availability check sets (``use_cuda = torch.cuda.is_available()``, also as an
+  argument), a flag off by default (``--cuda`` store_true, ``args.gpu is not None``), a helper that
+  returns a check, a test's ``with pytest.raises(...)``/``pytest.warns(...)`` (the failure is the point);
 - code after NCCL starts or CUDA is asserted (``assert torch.cuda.is_available()``, ``if not ...:
   sys.exit()``), wherever that happens: in the function, in ``__main__``, in a ``setup()`` or
   ``init_distributed_mode()`` helper in another file that starts NCCL or exits without CUDA on every
   path; a function every caller in the checked files reaches that way is CUDA-only too; an ``if``
   with the same test as a block that started NCCL; after a collective; under TensorRT/CuPy imports;
-- tests of a CUDA-only compiled extension (importing a ``CUDAExtension``, or beside its build script);
+- tests of a CUDA-only compiled extension (importing a ``CUDAExtension``, or beside its build script),
+  and modules that import one at their top level, directly or through a checked module;
 - code nothing reaches: a private helper no file names, and in an application (no pyproject
-  ``[project]`` or setup.py: no users outside) a function or class no file names or evaluates.
-A flag something only wishes on guards nothing: ``--cuda default=True``, ``--gpus default=1``, a
-parameter every caller passes ``gpu=True``, ``cuda = not no_cuda``, another script's option on by default.
+  ``[project]`` or setup.py: no users outside) a function or class no file names or evaluates (a
+  wrapping decorator such as ``@torch.no_grad()`` registers nothing; another file's calls of its own
+  function of the same name are not calls of this one).
+A flag something only wishes on guards nothing: ``--cuda default=True``, ``--gpus default=1``,
+``--gpu_ids default="0"``, a parameter every caller passes ``gpu=True``, ``cuda = not no_cuda``, another
+script's option on by default; nor does a flag asking for the CPU that no availability check sets
+(``"cpu" if args.no_cuda else "cuda"``, ``--cpu`` store_true): left at its default, the GPU path runs.
+Flags are told by their words: ``use_cuda``, ``n_gpu``, ``gpu_ids``, not ``output_path``; one set by
+assignment also by its owner (``cfg.CUDA = True`` is not ``args.cuda``), and ``args.cuda > 0`` of an
+option off by default asks like ``args.cuda``. A type test
+(``isinstance(x, torch.cuda.FloatTensor)``) makes no tensor; a device name only compared or formatted
+(``"torch." + DEVICE + ".FloatTensor"``) places none.
 
-Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name,
-or a private helper every caller passes the device), ``add_argument("--device", default="cuda")``,
+Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name, or
+every caller passes the device: a private helper's, or in an application any function's or class's),
+``add_argument("--device", default="cuda")`` (any option whose default names an accelerator), ``device_map="cuda"``,
 ``getattr(args, "device", "cuda")``, ``cfg.get("device", "cuda")``, ``torch.set_default_device("cuda")``.
-Unpickling is reported at the call: torch.load without ``weights_only=True`` (not for a file this
-process just wrote), ``torch.hub.load_state_dict_from_url``, ``model_zoo.load_url``, any function in the
+A file this process just wrote (also through a helper called earlier in the function, such as an
+early-stopping object that saves the best model), or that a checked file saves from CPU tensors
+(``torch.save(feats.cpu(), "feats.pt")``), loads anywhere: no map_location is asked for.
+Unpickling is reported at the call:
+torch.load without ``weights_only=True`` (not for a file this process just wrote),
+``torch.hub.load_state_dict_from_url``, ``model_zoo.load_url``, any function in the
 checked files that calls torch.load with ``weights_only=False``, and ultralytics' ``torch_load``.
 
 Device strings (DEV002) and CUDA runtime calls (DEV012) are allowed in the project's own device module:
-a file with a function that checks availability and returns a device; name more files with
-``--allow-devices-in PATTERN`` (a file name, a path suffix or a glob) or in pyproject.toml::
+a file with a function that checks availability and returns a device, or a file that says so itself
+with a comment line of its own (the device kit's files carry it, so the kit is clean wherever it is
+copied)::
+
+    # devicelint: device-module -- naming devices is this file's job
+
+Name more files with ``--allow-devices-in PATTERN`` (a file name, a path suffix or a glob) or in
+pyproject.toml::
 
     [tool.devicelint]
     paths = ["mypkg", "tools", "*.py"]        # what a run without paths lints
@@ -66,7 +96,7 @@ unpickles a file that may come from elsewhere, or saves a wrapper's ``module.`` 
 Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name,
 DEV008 decides "this is a Dataset" from the base-class name, DEV009 follows names bound to
 DataParallel/DDP(...) within one file, and DEV007 follows helpers called from forward() within
-one file; calls are matched to definitions by name where the receiver is unknown.
+one file; a function-valued variable (``fn = self._load; fn()``) is not followed.
 
 To use it elsewhere, copy this one file into the other project and run ``python devicelint.py
 PATH...``, or use the pre-commit hook ``devicelint`` from the template repository.
@@ -103,11 +133,12 @@ class Rule(NamedTuple):
 RULES = {rule.code: rule for rule in (
     Rule("DEV000", "syntax error", "Fix the syntax error; nothing else in the file was checked."),
     Rule("DEV001", ".cuda() outside a CUDA guard",
-         "Opt-in (--porting, or `porting = true` under [tool.devicelint]): on code nobody tuned the lint on, most "
-         "unguarded .cuda() calls sat where CUDA exists anyway (tests of CUDA extensions, NCCL scripts reached "
-         "through calls the lint cannot follow). It crashes on machines without CUDA and pins device 0. Use "
-         ".to(device) with a device passed in as an argument, or put the call under "
-         "`if torch.cuda.is_available():`.", default=False),
+         "It crashes on a machine without CUDA and pins device 0. Reported where a run without CUDA reaches it "
+         "(a script's top level, a caller with no CUDA check on the way); not under an availability guard, a "
+         "flag an availability check sets, or after NCCL starts or CUDA is asserted. Where no call to the "
+         "function was found, the message says the lint cannot tell. Use .to(device) with a device passed in "
+         "as an argument, or put the call under `if torch.cuda.is_available():`. With --porting every "
+         ".cuda() is reported, guarded or not."),
     Rule("DEV002", "hard-coded accelerator device",
          "A literal 'cuda'/'mps' (in torch.device(), .to(), device=, a `device = ...` default or an "
          "argparse --device default) fails where that backend is absent. Take the device as a "
@@ -138,7 +169,9 @@ RULES = {rule.code: rule for rule in (
          "Its keys carry a 'module.' prefix that an unwrapped model rejects. Save "
          "model.module.state_dict()."),
     Rule("DEV010", "legacy CUDA tensor type outside a CUDA guard",
-         "torch.cuda.FloatTensor and friends crash without CUDA. Use torch.tensor(..., "
+         "torch.cuda.FloatTensor and friends crash without CUDA, named as a type or as a string "
+         "(`.type(\"torch.cuda.FloatTensor\")`, `torch.set_default_tensor_type(...)`); a type test "
+         "(`isinstance(x, torch.cuda.FloatTensor)`) makes none and is not reported. Use torch.tensor(..., "
          "device=device) or torch.empty(..., device=device)."),
     Rule("DEV011", "accelerator chosen by availability (silent CPU fallback)",
          "Off by default: it cannot crash, but a run meant for the GPU quietly trains on the CPU. "
@@ -190,12 +223,23 @@ _MAY_ESTABLISH = {ast.Expr, ast.Assign, ast.AnnAssign, ast.If, ast.With, ast.Asy
                   ast.Import, ast.ImportFrom}
 _CUDA_ONLY_MODULES = {"tensorrt", "pycuda", "cupy", "torch_tensorrt", "torch2trt"}
 _EXIT_CALLS = {"exit", "quit", "_exit", "skip", "skipTest", "fail"}
+# Decorators that wrap a function without registering it anywhere: nothing calls it because of them.
+_WRAPPERS_ONLY = {"no_grad", "inference_mode", "enable_grad", "staticmethod", "classmethod", "lru_cache", "cache",
+                  "wraps", "script", "ignore", "unused", "compile", "custom_fwd", "custom_bwd", "cached_property"}
+# Context managers under which a test expects an error or a warning: what fails there is the point.
+_EXPECTS = {"raises", "warns", "deprecated_call", "assertRaises", "assertRaisesRegex", "assertWarns",
+            "assertWarnsRegex"}
 # How a block can end, for "did this code start NCCL or check for CUDA on every path that goes on".
 _FALL, _RET, _LOOP, _EXIT, _EST = "falls through", "returns", "leaves the loop", "exits", "CUDA established"
 # Codes that a CUDA-only context hides (DEV002 there becomes DEV011).
 _HIDEABLE = {"DEV001", "DEV002", "DEV003", "DEV010", "DEV012"}
 _IGNORE = re.compile(r"#\s*devicelint:\s*ignore(?:\[([^\]]*)\])?", re.IGNORECASE)
+_DEVICE_MODULE = re.compile(r"^\s*#\s*devicelint:\s*device-module\b", re.IGNORECASE | re.MULTILINE)
 _CUDA, _NOT_CUDA = "cuda", "not-cuda"
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
+# Calls that hand back the module or tensor they were called on: `Net().to(device).eval()` is still a Net.
+_SAME_OBJECT = {"to", "cuda", "cpu", "eval", "train", "float", "half", "double", "bfloat16", "requires_grad_",
+                "share_memory", "to_empty"}
 
 
 class Finding(NamedTuple):
@@ -220,9 +264,10 @@ class LintError(Exception):
 
 def _dotted(node: ast.AST) -> str:
     """`torch.nn.DataParallel` for a Name/Attribute chain, '' for anything else."""
-    if isinstance(node, ast.Name):
+    kind = type(node)  # exact types: this runs for most nodes, and ast's node classes are never subclassed here
+    if kind is ast.Name:
         return node.id
-    if isinstance(node, ast.Attribute):
+    if kind is ast.Attribute:
         base = _dotted(node.value)
         return f"{base}.{node.attr}" if base else ""
     return ""
@@ -230,10 +275,11 @@ def _dotted(node: ast.AST) -> str:
 
 def _last(node: ast.AST) -> str:
     """The last part of a dotted name or of a call's function: `DataParallel`, `cuda`, ''."""
-    target = node.func if isinstance(node, ast.Call) else node
-    if isinstance(target, ast.Attribute):
+    target = node.func if type(node) is ast.Call else node
+    kind = type(target)
+    if kind is ast.Attribute:
         return target.attr
-    return target.id if isinstance(target, ast.Name) else ""
+    return target.id if kind is ast.Name else ""
 
 
 def _keyword(call: ast.Call, name: str | None) -> ast.keyword | None:
@@ -260,6 +306,10 @@ def _guard(test: ast.AST, facts: _FileFacts | None = None) -> str | None:
         return strong if strong in guards else weak if all(g == weak for g in guards) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _compare_guard(test.left, test.ops[0], test.comparators[0], facts)
+    if isinstance(test, ast.Call) and _last(test) == "isinstance" and len(test.args) == 2:
+        types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+        if types and all(_TYPED_CUDA.match(_dotted(t)) for t in types):
+            return _CUDA  # `isinstance(x, torch.cuda.FloatTensor)`: x is a CUDA tensor, like `x.is_cuda`
     if isinstance(test, ast.Call) and _last(test) == "startswith" and test.args:
         prefix = _string(test.args[0]) or ""  # `device.startswith("cuda")`: like `device.type == "cuda"`
         return _CUDA if prefix.startswith("cuda") else _NOT_CUDA if prefix == "cpu" else None
@@ -275,21 +325,41 @@ def _availability_call(call: ast.Call) -> bool:
         name.endswith((".is_available", ".device_count", ".is_initialized"))
 
 
-_ACCEL_FLAG = ("cuda", "gpu", "nccl", "mps", "xpu", "xla", "tpu")
+# A flag's name says "accelerator" in one of its words: `use_cuda`, `n_gpu`, `ngpus`, `multiGPU`, `requires_cuda`
+# (`output_path` holds "tpu" but no such word).
+_ACCEL_WORD = re.compile(r"(?:^|[^a-z])(?:n|num|use|with|is|has|no|multi|on|requires)?_?"
+                         r"(?:cuda|gpus?|nccl|mps|xpu|xla|tpus?)(?:only|available|enabled)?(?:$|[^a-z])")
+_CPU_WORD = re.compile(r"(?:^|[^a-z])(?:no_?(?:cuda|gpus?)|(?:use_?|on_?|force_?|only_?)?cpu(?:_?only)?)(?:$|[^a-z])")
+
+
+def _flag_key(node: ast.AST) -> str:
+    """How a flag set by assignment is known: `use_cuda`; an attribute by its owner too (`cfg.cuda` is not
+    `args.cuda`; `self.args.cuda` is `args.cuda`)."""
+    return ".".join(_dotted(node).lower().split(".")[-2:]) if isinstance(node, ast.Attribute) else _last(node).lower()
+
+
+def _accel_flag(name: str) -> bool:
+    """Whether a (lower-case) flag name has an accelerator word in it."""
+    return bool(_ACCEL_WORD.search(name))
 
 
 def _flag_guard(node: ast.AST, facts: _FileFacts | None = None) -> str | None:
-    """`use_cuda`, `args.gpu`, `x.is_cuda`: flags whose names say CUDA is on (or `no_cuda`: off).
+    """`use_cuda`, `args.gpu`, `x.is_cuda`: flags whose names say CUDA is on; `x.is_cpu`: off.
 
-    Any name this file sets from an availability check (`pin = torch.cuda.is_available()`) is a flag too."""
+    Any name this file sets from an availability check (`pin = torch.cuda.is_available()`) is a flag too. A
+    flag that asks for the CPU (`no_cuda`, `--cpu`) guards only where an availability check sets it: left at
+    its default it chooses the accelerator, so the other branch runs on a machine without one."""
     name = _last(node).lower()
-    if not name or isinstance(node, ast.Call) or (facts is not None and name in facts.unsafe_flags):
+    if not name or isinstance(node, ast.Call) or (facts is not None and (
+            name in facts.unsafe_flags or _flag_key(node) in facts.unsafe_flags)):
         return None
     if facts is not None and name in facts.availability_flags:
         return _CUDA
-    if "no_cuda" in name or "no_gpu" in name or "cpu" in name:
+    if name == "is_cpu":
         return _NOT_CUDA
-    return _CUDA if any(a in name for a in _ACCEL_FLAG) else None
+    if _CPU_WORD.search(name):
+        return _NOT_CUDA if facts is not None and name in facts.checked_flags else None
+    return _CUDA if _accel_flag(name) else None
 
 
 def _decorator_guard(decorator: ast.AST, facts: _FileFacts | None = None) -> bool:
@@ -303,7 +373,8 @@ def _decorator_guard(decorator: ast.AST, facts: _FileFacts | None = None) -> boo
         elif isinstance(marker, ast.Call) and marker.args and name in ("skipunless", "skip_unless"):
             if _guard(marker.args[0], facts) == _CUDA:
                 return True
-        elif any(a in name for a in _ACCEL_FLAG) and ("skip" in name or _flag_guard(ast.Name(name)) == _CUDA):
+        elif any(a in name for a in ("cuda", "gpu", "nccl")) and \
+                ("skip" in name or _flag_guard(ast.Name(name)) == _CUDA):
             return True  # @pytest.mark.cuda, @requires_gpu, @skip_if_no_cuda, @pytest.mark.multi_gpu
     return False
 
@@ -312,17 +383,21 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, facts: _FileFac
     """`device.type == "cuda"`, `"cuda" in str(d)`, `backend == "nccl"`, `args.gpu is not None`."""
     literal = _string(right) if _string(left) is None else _string(left)
     other = left if _string(left) is None else right
+    typed = next((side for side in (left, right) if _TYPED_CUDA.match(_dotted(side)) or
+                  _TYPED_CUDA.match(_string(side) or "")), None)
+    if typed is not None and isinstance(op, (ast.Eq, ast.Is, ast.NotEq, ast.IsNot)):
+        return _CUDA if isinstance(op, (ast.Eq, ast.Is)) else _NOT_CUDA  # `x.type() == "torch.cuda.FloatTensor"`
     if literal is not None:
         positive = isinstance(op, (ast.Eq, ast.In))
         if not positive and not isinstance(op, (ast.NotEq, ast.NotIn)):
             return None
-        if literal.startswith(("cuda", "nccl", "gpu")):  # `args.device == "gpu"`: the user asked for the GPU
-            return _CUDA if positive else _NOT_CUDA
+        if literal.startswith(("cuda", "nccl", "gpu", "mps", "xpu")):  # `args.device == "gpu"`: the user asked
+            return _CUDA if positive else _NOT_CUDA  # (a default that asks is reported where it is set)
         return (_NOT_CUDA if positive else _CUDA) if literal in ("cpu", "gloo") else None
     base = _guard(other, facts) if isinstance(other, ast.Call) else _flag_guard(other, facts)
     number = next((side for side in (left, right) if isinstance(side, ast.Constant) and type(side.value) is int), None)
     if base is None or (number is not None and facts is not None and not isinstance(other, ast.Call)
-                        and _last(other).lower() not in facts.checked_flags):
+                        and _last(other).lower() not in facts.checked_flags | facts.options_off):
         return None  # `gpus >= 1` counts what was asked for; only a count from device_count() says what exists
     negative = isinstance(op, (ast.Is, ast.Eq)) or \
         (isinstance(op, (ast.Lt, ast.LtE)) and isinstance(right, ast.Constant))
@@ -345,6 +420,9 @@ def _device_literals(node: ast.AST | None, facts: _FileFacts | None = None) -> l
         head = node.values[0]  # f"cuda:{rank}" starts with the constant "cuda:"
         if isinstance(head, ast.Constant) and re.match(r"(cuda|xpu|hpu|npu):", str(head.value)):
             return [(str(head.value) + "{...}", False)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)) and \
+            re.match(r"(cuda|xpu|hpu|npu):", _string(node.left) or ""):
+        return [(f"{_string(node.left)}...", False)]  # "cuda:" + str(rank), "cuda:%d" % rank
     return []
 
 
@@ -394,7 +472,7 @@ def _wraps(value: ast.AST, wrapped: set[str]) -> bool:
     return isinstance(value, ast.Name) and value.id in wrapped
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> its fields that may hold nodes ("ctx" left out)
+_FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> its fields that may hold nodes (no context, no operator)
 
 
 _NO_CHILDREN: list[ast.AST] = []  # shared by every leaf; never mutated
@@ -402,17 +480,19 @@ _LEAVES = (ast.Name, ast.Constant)
 
 
 def _child_nodes(node: ast.AST) -> list[ast.AST]:
-    """ast.iter_child_nodes as a list, leaving out the shared Load/Store/Del context nodes."""
-    if type(node) in _LEAVES:
+    """ast.iter_child_nodes as a list, leaving out the shared context and operator singletons."""
+    kind = type(node)
+    if kind in _LEAVES:
         return _NO_CHILDREN
-    fields = _FIELDS.get(type(node))
+    fields = _FIELDS.get(kind)
     if fields is None:
-        fields = _FIELDS[type(node)] = tuple(f for f in node._fields if f != "ctx")
+        fields = _FIELDS[kind] = tuple(f for f in node._fields if f not in ("ctx", "op", "ops"))
     found: list[ast.AST] = []
     for name in fields:
         value = getattr(node, name, None)
         if type(value) is list:
-            found.extend(item for item in value if isinstance(item, ast.AST))
+            if value:
+                found += [item for item in value if isinstance(item, ast.AST)]
         elif isinstance(value, ast.AST):
             found.append(value)
     return found
@@ -444,12 +524,18 @@ class _FileFacts:
         self._walks: dict[ast.AST, list[ast.AST]] = {}
         self._memo: dict[ast.stmt, frozenset[str]] = {}
         self._cuda_tests: dict[ast.AST, dict[int, str]] = {}
+        self._bindings: dict[ast.AST, dict[str, list[ast.AST]]] = {}
+        self._scope_cache: dict[ast.AST, ast.AST] = {}
         calls: list[ast.Call] = kinds.get(ast.Call, [])
         self.calls = calls
         self.moves_to_device = any(_last(c) == "cuda" or (_last(c) == "to" and (c.args or c.keywords)) for c in calls) \
             or any(_keyword(c, "device") is not None for c in calls)
         saves = [c for c in calls if _dotted(c.func) == "torch.save"]
         self.cpu_saved = {self._path_key(p, c) for c in saves if self._from_cpu(c) for p in self._paths(c)}
+        # saved after an explicit .cpu(): other files may rely on it (a file that moves nothing may save what a
+        # caller put on the GPU)
+        self.cpu_saved_explicitly = {self._path_key(p, c) for c in saves if self._from_cpu(c, moves=True)
+                                     for p in self._paths(c)}
         self.saved = {self._path_key(p) for c in saves for p in self._paths(c)}
         self.pickled_objects = sorted({name for c in calls if "save" in _last(c).lower() and c.args
                                        for name in self._objects(c.args[0])})
@@ -461,8 +547,6 @@ class _FileFacts:
         self.porting = False  # set per checked file (--porting, or `porting = true` in its pyproject.toml)
         self.defs: dict[str, list[ast.AST]] = {}  # function and class name -> their definitions, at any depth
         self.imports: dict[str, tuple[str, str | None, int]] = {}  # local name -> (module, imported name, level)
-        self.mentions: Counter[str] = Counter()  # names read, called or spelt in a string (a string may be looked up)
-        self.mentions = Counter(_mentions(kinds))
         for kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             for node in kinds.get(kind, []):
                 self.defs.setdefault(node.name, []).append(node)
@@ -470,9 +554,13 @@ class _FileFacts:
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
                 self.imports[local] = (alias.name if alias.asname else local, None, 0)
+        self.star_imports: list[tuple[str, int]] = []  # `from models.common import *`: (module, level)
         for node in kinds.get(ast.ImportFrom, []):
             for alias in node.names:
-                self.imports[alias.asname or alias.name] = (node.module or "", alias.name, node.level)
+                if alias.name == "*":
+                    self.star_imports.append((node.module or "", node.level))
+                else:
+                    self.imports[alias.asname or alias.name] = (node.module or "", alias.name, node.level)
         self.torch_aliases = {local for local, (module, name, _) in self.imports.items()
                               if module == "torch" and name is None and local != "torch"}  # `import torch as th`
         self.load_aliases = {"torch.load"} | {f"{a}.load" for a in self.torch_aliases} | \
@@ -504,8 +592,14 @@ class _FileFacts:
         return {dest for dest, _ in self._options()}
 
     @functools.cached_property
+    def options_off(self) -> frozenset[str]:
+        """argparse destinations off unless asked for (`--cuda` store_true, `default=None`), here or in a checked
+        file: `args.cuda > 0` is then an explicit request, like `args.cuda`."""
+        return frozenset(self.project.options_off | {dest for dest, on in self._options() if not on and dest})
+
+    @functools.cached_property
     def options_on(self) -> set[str]:
-        """argparse destinations on by default: `default=True`, `default=1` (`--gpus`), `store_false`."""
+        """argparse destinations on by default: `default=True`, `default=1` (`--gpus`), `store_false`, `"0"`, `[0]`."""
         return {dest for dest, on in self._options() if on}
 
     def _options(self) -> list[tuple[str, bool]]:
@@ -518,15 +612,18 @@ class _FileFacts:
             dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
                 next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")), "")
             default, action = _keyword(call, "default"), _string(getattr(_keyword(call, "action"), "value", None))
-            value = getattr(getattr(default, "value", None), "value", None)
-            on = action == "store_false" or (value is not None and type(value) in (bool, int) and bool(value))
+            node = getattr(default, "value", None)
+            value = getattr(node, "value", None)
+            on = action == "store_false" or (value is not None and type(value) in (bool, int) and bool(value)) or \
+                (type(value) is str and value.strip().lower() not in ("", "-1", "none", "cpu")) or \
+                (isinstance(node, (ast.List, ast.Tuple)) and bool(node.elts))  # `--gpu_ids default="0"`, `[0]`
             found.append((dest.lower(), on))
         return found
 
     @functools.cached_property
     def availability_flags(self) -> frozenset[str]:
         """Names assigned straight from an availability check (`pin_memory = torch.cuda.is_available()`)."""
-        return frozenset(_last(t).lower() for n in self.nodes if isinstance(n, ast.Assign) and
+        return frozenset(_last(t).lower() for n in self.kinds.get(ast.Assign, []) if
                          isinstance(n.value, ast.Call) and _availability_call(n.value) for t in n.targets)
 
     @functools.cached_property
@@ -547,13 +644,38 @@ class _FileFacts:
         parts = set(Path(self.path).parts[:-1])
         if not (name.startswith("test") or name.endswith("_test.py") or parts & {"tests", "test"}):
             return False
-        folder = os.path.dirname(os.path.realpath(self.path))
+        folder = os.path.dirname(_realpath(self.path))
         if any(folder == f or folder.startswith(f + os.sep) for f in self.project.cuda_extension_folders):
             return True  # beside the extension's own build script (DCNv2/test.py next to DCNv2/build.py)
         imported = {m for m, _, _ in self.imports.values()} | \
             {f"{m}.{n}".strip(".") for m, n, _ in self.imports.values() if n}
         return any(m in self.project.cuda_extensions or m.rsplit(".", 1)[-1] in self.project.cuda_extensions
                    for m in imported if m)
+
+    def needs_cuda_extension(self, depth: int = 0) -> bool:
+        """A module that imports a CUDA-only compiled extension at its top level, unconditionally (not in a
+        `try`), itself or through a checked module that does: it cannot even be imported without CUDA."""
+        cached = self.__dict__.get("_needs_cuda_extension")
+        if cached is not None:
+            return cached
+        self._needs_cuda_extension = False  # while computing (an import cycle answers no); no extension: no
+        extensions = self.project.cuda_extensions
+        if not extensions:
+            return False
+        for node in self.tree.body:
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or "", *(f"{node.module}.{a.name}".strip(".") for a in node.names)]
+            if any(n and (n in extensions or n.rsplit(".", 1)[-1] in extensions) for n in names):
+                self._needs_cuda_extension = True
+                break
+            level = node.level if isinstance(node, ast.ImportFrom) else 0
+            modules = [self.project.module(self, n, level) for n in names[:1] if n] if depth < 3 else []
+            if any(m is not None and m is not self and m.needs_cuda_extension(depth + 1) for m in modules):
+                self._needs_cuda_extension = True
+                break
+        return self._needs_cuda_extension
 
     @functools.cached_property
     def collective_scopes(self) -> set[tuple[int, str]]:
@@ -613,21 +735,141 @@ class _FileFacts:
         """Names declared `global`/`nonlocal` (rebound from elsewhere)."""
         return {name for n in self.kinds.get(ast.Global, []) + self.kinds.get(ast.Nonlocal, []) for name in n.names}
 
+    @functools.cached_property
+    def mentions(self) -> Counter[str]:
+        """Names read, called or spelt in a string (a string may be looked up), with how often."""
+        return Counter(_mentions(self.kinds))
+
+    @functools.cached_property
+    def name_reads(self) -> Counter[str]:
+        """Bare names read (`fliplr(img)`), with how often."""
+        return Counter(n.id for n in self.kinds.get(ast.Name, []) if isinstance(n.ctx, ast.Load))
+
+    @functools.cached_property
+    def availability_holders(self) -> set[ast.AST]:
+        """Every node with an availability check inside it (the checks and all that is around them)."""
+        found: set[ast.AST] = set()
+        for call in self.calls:
+            if _availability_call(call):
+                node: ast.AST | None = call
+                while node is not None and node not in found:
+                    found.add(node)
+                    node = self.parents.get(node)
+        return found
+
+    @functools.cached_property
+    def loads(self) -> bool:
+        """Whether anything here calls torch.load (or a name bound to it)."""
+        return any(_dotted(c.func) in self.load_aliases for c in self.calls)
+
+    @functools.cached_property
+    def function_ids(self) -> frozenset[int]:
+        """ids of the functions defined here (a finding's chain mixes them with classes)."""
+        return frozenset(id(n) for kind in (ast.FunctionDef, ast.AsyncFunctionDef) for n in self.kinds.get(kind, []))
+
     def defs_at_top(self) -> list[ast.AST]:
         """Functions and classes defined at the module's top level."""
         return [n for n in self.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
+    def scope_of(self, node: ast.AST) -> ast.AST:
+        """The function, class or module whose body holds the node (for a definition: the one around it)."""
+        scope = self._scope_cache.get(node)
+        if scope is None:
+            scope = self.parents.get(node)
+            while scope is not None and not isinstance(scope, _SCOPES):
+                scope = self.parents.get(scope)
+            scope = self._scope_cache[node] = self.tree if scope is None else scope
+        return scope
+
+    @functools.cached_property
+    def scopes(self) -> dict[ast.AST, dict[str, list[ast.AST]]]:
+        """Per scope (the module, a function, a class): the functions and classes defined directly in it."""
+        found: dict[ast.AST, dict[str, list[ast.AST]]] = {}
+        for nodes in self.defs.values():
+            for node in nodes:
+                found.setdefault(self.scope_of(node), {}).setdefault(node.name, []).append(node)
+        return found
+
+    def top(self, name: str) -> list[ast.AST]:
+        """The module-level functions and classes of that name (also those defined under an `if` or `try`)."""
+        return self.scopes.get(self.tree, {}).get(name, [])
+
+    def lookup(self, name: str, at: ast.AST) -> list[ast.AST]:
+        """The functions and classes a name means where it is read: the enclosing functions' own, then the module's.
+
+        A class body's names are not seen from its methods, as in Python."""
+        scope = self.scope_of(at)
+        first = True
+        while True:
+            if first or not isinstance(scope, ast.ClassDef):
+                found = self.scopes.get(scope, {}).get(name)
+                if found:
+                    return found
+            if scope is self.tree:
+                return []
+            scope, first = self.scope_of(scope), False
+
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        """The class whose method holds the node (`self.x` inside it), else None."""
+        function = self._function_of(node)
+        owner = self.parents.get(function)
+        return owner if isinstance(owner, ast.ClassDef) else None
+
+    @functools.cached_property
+    def _assignments(self) -> dict[ast.AST, dict[str, list[ast.Assign]]]:
+        """`x = ...` per scope, in source order (one pass over the assignments)."""
+        names: dict[ast.AST, dict[str, list[ast.Assign]]] = {}
+        for node in self.kinds.get(ast.Assign, []):
+            if len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+                names.setdefault(self.scope_of(node), {}).setdefault(node.targets[0].id, []).append(node)
+        for bound in names.values():
+            for nodes in bound.values():
+                nodes.sort(key=lambda n: n.lineno)
+        return names
+
+    @functools.cached_property
+    def _assigned_calls(self) -> tuple[dict[ast.AST, dict[str, list[ast.AST]]], ...]:
+        """`x = Call(...)` per scope, and `self.x = Call(...)` per class."""
+        names = {scope: {name: [n.value for n in nodes if type(n.value) is ast.Call] for name, nodes in bound.items()}
+                 for scope, bound in self._assignments.items()}
+        attributes: dict[ast.AST, dict[str, list[ast.AST]]] = {}
+        for node in self.kinds.get(ast.Assign, []):
+            target = node.targets[0]
+            if len(node.targets) == 1 and type(node.value) is ast.Call and type(target) is ast.Attribute and \
+                    type(target.value) is ast.Name and target.value.id == "self":
+                cls = self.enclosing_class(node)
+                if cls is not None:
+                    attributes.setdefault(cls, {}).setdefault(target.attr, []).append(node.value)
+        return names, attributes
+
+    def bindings(self, scope: ast.AST) -> dict[str, list[ast.AST]]:
+        """What names in a scope are bound to: `x = Net()` and annotated parameters `x: Net` (cached per scope)."""
+        cached = self._bindings.get(scope)
+        if cached is not None:
+            return cached
+        found = self._bindings[scope] = dict(self._assigned_calls[0].get(scope, {}))
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for arg in scope.args.posonlyargs + scope.args.args + scope.args.kwonlyargs:
+                if isinstance(arg.annotation, (ast.Name, ast.Attribute)):
+                    found[arg.arg] = found.get(arg.arg, []) + [arg.annotation]
+        return found
+
+    def attribute_bindings(self, cls: ast.ClassDef) -> dict[str, list[ast.AST]]:
+        """What `self.x` is bound to in any method of a class: `self.trainer = Trainer(cfg)`."""
+        return self._assigned_calls[1].get(cls, {})
+
     @functools.cached_property
     def dynamic_names(self) -> set[str]:
         """Names an `eval(name)` or `globals()[name]` here may reach: this module's own and imported names."""
-        if not any(isinstance(c.func, ast.Name) and c.func.id in ("eval", "exec", "globals", "vars") and
-                   not (c.args and isinstance(c.args[0], ast.Constant)) for c in self.calls):
+        if not any(isinstance(c.func, ast.Name) and (
+                c.func.id in ("eval", "exec") and not (c.args and isinstance(c.args[0], ast.Constant)) or
+                c.func.id in ("globals", "vars", "locals") and not c.args)  # `vars(opt)` reads an object, not names
+                for c in self.calls):
             return set()
         names = {n.name for n in self.defs_at_top()} | set(self.imports)
-        for node in self.kinds.get(ast.ImportFrom, []):
-            if any(alias.name == "*" for alias in node.names):  # `from models.common import *`
-                target = self.project.module(self, node.module or "", node.level)
-                names |= {n.name for n in target.defs_at_top()} if target else set()
+        for module, level in self.star_imports:  # `from models.common import *`
+            target = self.project.module(self, module, level)
+            names |= {n.name for n in target.defs_at_top()} if target else set()
         return names
 
     def checks_availability(self, call: ast.Call) -> bool:
@@ -737,7 +979,7 @@ class _FileFacts:
         wished |= self._wished_flags()
         wished |= self.options_on | self.project.wished  # `build(model, gpu=True)` in any checked file
         wished |= self.project.options_on - self.options_declared  # another script's option, unless parsed here too
-        return frozenset(n for n in wished - checked if any(a in n for a in _ACCEL_FLAG))
+        return frozenset(n for n in wished if n.rsplit(".", 1)[-1] not in checked and _accel_flag(n.rsplit(".", 1)[-1]))
 
     @functools.cached_property
     def checked_flags(self) -> frozenset[str]:
@@ -753,7 +995,7 @@ class _FileFacts:
                 checked |= {_last(t).lower() for t in (node.targets if isinstance(node, ast.Assign) else [node.target])}
             elif isinstance(node, ast.keyword) and node.arg and not isinstance(source, ast.Attribute):
                 checked.add(node.arg.lower())  # f(use_gpu=torch.cuda.is_available())
-        for _ in range(3):  # `n_gpu_use = n_gpu` after `n_gpu = torch.cuda.device_count()`: the check flows on
+        for _ in range(3 if checked else 0):  # `n_gpu_use = n_gpu` after `n_gpu = torch.cuda.device_count()`
             flowed = {_last(t).lower() for n in self.kinds.get(ast.Assign, []) for t in n.targets
                       if any(isinstance(v, (ast.Name, ast.Attribute)) and _last(v).lower() in checked
                              for v in self.walk(n.value))}
@@ -768,7 +1010,7 @@ class _FileFacts:
         for node in self.kinds.get(ast.Assign, []):
             negated = isinstance(node.value, ast.UnaryOp) and isinstance(node.value.op, ast.Not)
             if negated or isinstance(node.value, ast.Constant) and node.value.value is True:
-                wished |= {_last(t).lower() for t in node.targets}  # `opt.cuda = not opt.no_cuda` is True by default
+                wished |= {_flag_key(t) for t in node.targets}  # `opt.cuda = not opt.no_cuda` is True by default
         for node in self.kinds.get(ast.arguments, []):
             params = node.posonlyargs + node.args
             pairs = list(zip(params[len(params) - len(node.defaults):], node.defaults))
@@ -793,12 +1035,19 @@ class _FileFacts:
         return False
 
     def saves_in_function(self, load: ast.Call) -> bool:
-        """The loaded path (or buffer) is written earlier in the same function: same process, so the same devices."""
+        """The loaded path (or buffer) is written earlier in the same function: same process, so the same devices.
+
+        Also through a helper called earlier there that saves that file name (`EarlyStopping()` whose
+        `__call__` saves "checkpoint.pth", loaded back as `path + "/checkpoint.pth"`)."""
         key = self._path_key(self.opened(load, load.args[0]))
         function = self._function_of(load)
-        return any("save" in _last(c).lower() and c.lineno < load.lineno and self._function_of(c) is function and
-                   any(self._path_key(p) == key for p in self._saved_to(c))
-                   for c in self.walk(function) if isinstance(c, ast.Call))
+        earlier = [c for c in self.walk(function) if isinstance(c, ast.Call) and c.lineno < load.lineno and
+                   self._function_of(c) is function]
+        if any("save" in _last(c).lower() and any(self._path_key(p) == key for p in self._saved_to(c))
+               for c in earlier):
+            return True
+        return "(" not in key and any(self.project.saves_file(f, d, key, 2) for c in earlier
+                                      for f, d in self.project.resolve(self, c.func))
 
     def _saved_to(self, save: ast.Call) -> list[ast.AST]:
         """Where a save call writes: torch.save's path, else any argument (`saver.save(state, path)`)."""
@@ -826,18 +1075,33 @@ class _FileFacts:
         """Compare paths by their last string constant (`"feat.pth"`), else by their whole expression.
 
         Given `at` (the save or load), a bare variable (`fn`) names the same file only within one function."""
-        constants = [n.value for n in self.walk(path) if _string(n) and "." in n.value]
+        constants = self._file_names(path, 3)
         if constants:
             return constants[-1]
         scoped = at is not None and isinstance(path, ast.Name)
         return ast.dump(path) + (f"@{id(self._function_of(at))}" if scoped else "")
 
-    def _from_cpu(self, save: ast.Call) -> bool:
-        """A save of CPU data: `x.cpu()`, or `m.state_dict()` after `m.cpu()`, or a file that never moves."""
+    def _file_names(self, path: ast.AST | None, depth: int) -> list[str]:
+        """The string constants with a dot in a path expression, also through the names it is built from in its
+        function (`save_path = os.path.join(d, save_filename)`, `save_filename = "%s_net_%s.pth" % (...)`)."""
+        found = []
+        for node in self.walk(path) if path is not None else []:
+            if type(node) is ast.Constant and type(node.value) is str and "." in node.value:
+                found.append(node.value)
+            elif type(node) is ast.Name and depth and node in self.parents:
+                bound = self._assignments.get(self.scope_of(node), {}).get(node.id, [])
+                before = [a for a in bound if a.lineno < node.lineno]
+                found += self._file_names(before[-1].value, depth - 1) if before else []
+        return found
+
+    def _from_cpu(self, save: ast.Call, moves: bool = False) -> bool:
+        """A save of CPU data: `x.cpu()`, or `m.state_dict()` after `m.cpu()`, or a file that never moves
+        (unless `moves`: then only the first two count)."""
         saved = save.args[0] if save.args else None
-        if not self.moves_to_device or any(_last(n) == "cpu" for n in self.walk(saved) if isinstance(n, ast.Call)):
+        if not (self.moves_to_device or moves) or \
+                any(_last(n) == "cpu" for n in self.walk(saved) if isinstance(n, ast.Call)):
             return True
-        if isinstance(saved, (ast.Name, ast.Attribute)) and not any(
+        if not moves and isinstance(saved, (ast.Name, ast.Attribute)) and not any(
                 part in _last(saved).lower() for part in _STATE_NAMES):
             return True  # a cache of data (`torch.save(corpus, fn)`, `torch.save(x, cache_path)`), not model state
         owner = _dotted(saved.func.value) if isinstance(saved, ast.Call) and _last(saved) == "state_dict" else ""
@@ -885,7 +1149,7 @@ class _FileFacts:
         """ids of forward() and of the methods/functions it calls in this file, transitively."""
         functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         found: set[int] = set()
-        for cls in (n for n in self.nodes if isinstance(n, ast.ClassDef)):
+        for cls in self.kinds.get(ast.ClassDef, []):
             methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
             todo = [methods["forward"]] if "forward" in methods else []
             while todo:
@@ -911,39 +1175,71 @@ class _Project:
     def __init__(self) -> None:
         self.files: dict[str, _FileFacts | None] = {}  # real path -> facts (None: unreadable)
         self.roots: set[str] = set()  # imports are followed into files under these folders only
-        self._verdicts: dict[tuple[str, int], bool] = {}
+        self._verdicts: dict[tuple, bool] = {}
         self._modules: dict[tuple[str, str, int], _FileFacts | None] = {}
-        # Call sites: id(definition) -> [(ids of the functions around the call, CUDA known there)]; calls on
-        # receivers the lint cannot resolve (`trainer.fit()`) count for every method of that name.
+        # Call sites: id(definition) -> [(ids of the functions around the call, CUDA known there)]; a call the
+        # lint cannot resolve to a definition (`trainer.fit()` on an object of unknown class) counts for none.
         self.sites: dict[int, list[tuple[tuple[int, ...], bool]]] = {}
-        self.named_sites: dict[str, list[tuple[tuple[int, ...], bool, int]]] = {}  # ... and arguments passed
-        self.wished: set[str] = set()  # flags passed as `gpu=True` somewhere
+        self.reached: set[int] = set()  # definitions with a call site found (filled by cuda_only)
+        self._resolved: dict[int, list[tuple[_FileFacts, ast.AST]]] = {}  # id(call's function) -> definitions
+        self.wished_keywords: set[str] = set()  # flags passed as `gpu=True` somewhere
+        self.passing_true: list[tuple[_FileFacts, ast.Call]] = []  # calls passing True by position: `build(m, True)`
         self.cuda_extensions: set[str] = set()  # modules built by CUDAExtension(...): they need CUDA to run
         self.cuda_extension_folders: set[str] = set()  # folders (not a project root) that build a CUDA extension
         self.options_on: set[str] = set()  # argparse options on by default in some checked file
-        self.checked: set[str] = set()  # flags passed an availability check somewhere
+        self.options_off: set[str] = set()  # ... and off unless asked for
+        self.checked_keywords: set[str] = set()  # flags passed an availability check by keyword somewhere
+        self.cpu_saved_files: set[str] = set()  # file names some checked file saves CPU tensors to (`feats.pt`)
 
     def add(self, path: str, facts: _FileFacts) -> None:
         """Register a checked file (so imports of it reuse its tree) and the flags its calls pass."""
         if os.path.isfile(path):
-            self.files[os.path.realpath(path)] = facts
+            self.files[_realpath(path)] = facts
         self.options_on |= facts.options_on
+        self.options_off |= {dest for dest, on in facts._options() if not on and dest}
+        self.cpu_saved_files |= {key for key in facts.cpu_saved_explicitly if "(" not in key}  # names, not code
         if _builds_cuda_extension(facts) and os.path.isfile(path):
-            folder = os.path.dirname(os.path.realpath(path))
+            folder = os.path.dirname(_realpath(path))
             if _project_root(folder) != folder:
                 self.cuda_extension_folders.add(folder)
         for call in facts.calls:
             if _last(call) == "CUDAExtension":
                 name = _string(call.args[0]) if call.args else _string(getattr(_keyword(call, "name"), "value", None))
                 self.cuda_extensions |= {name, name.rsplit(".", 1)[-1]} if name else set()
-            if any(isinstance(a, ast.Constant) and a.value is True for a in call.args):
-                self.wished |= _positional_flags(facts, call)  # build(model, True)
+            if any(isinstance(a, ast.Constant) and a.value is True or _checks(a, facts) for a in call.args):
+                self.passing_true.append((facts, call))  # resolved once every file is registered
             for keyword in call.keywords:
-                if keyword.arg and any(a in keyword.arg.lower() for a in _ACCEL_FLAG):
-                    if any(isinstance(c, ast.Call) and _availability_call(c) for c in facts.walk(keyword.value)):
-                        self.checked.add(keyword.arg.lower())
+                if keyword.arg and _accel_flag(keyword.arg.lower()):
+                    if _checks(keyword.value, facts):
+                        self.checked_keywords.add(keyword.arg.lower())
                     elif isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
-                        self.wished.add(keyword.arg.lower())
+                        self.wished_keywords.add(keyword.arg.lower())
+
+    @functools.cached_property
+    def wished(self) -> set[str]:
+        """Accelerator flags some call passes True: `build(model, gpu=True)`, `Loss(21, True)` (after every add)."""
+        return self.wished_keywords.union(*(_positional_flags(f, c, _is_true) for f, c in self.passing_true))
+
+    @functools.cached_property
+    def checked(self) -> set[str]:
+        """Flags some call passes an availability check: `Net(use_gpu=torch.cuda.is_available())`, by position too."""
+        return self.checked_keywords.union(*(_positional_flags(f, c, _checks) for f, c in self.passing_true))
+
+    def saves_file(self, facts: _FileFacts, node: ast.AST, key: str, depth: int) -> bool:
+        """Whether a function (a class: its __call__) saves to that file name, itself or through what it calls."""
+        if isinstance(node, ast.ClassDef):
+            node = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__call__"), None)
+        if node is None:
+            return False
+        memo = (id(node), key, depth)
+        if memo not in self._verdicts:
+            self._verdicts[memo] = False  # a cycle answers no
+            calls = [c for c in facts.walk(node) if isinstance(c, ast.Call)]
+            self._verdicts[memo] = any(
+                _dotted(c.func) == "torch.save" and any(facts._path_key(p) == key for p in facts._paths(c))
+                for c in calls) or depth > 0 and any(
+                self.saves_file(f, d, key, depth - 1) for c in calls for f, d in self.resolve(facts, c.func))
+        return self._verdicts[memo]
 
     def library_at(self, path: str) -> bool:
         """Whether the file belongs to an installable package (pyproject [project], setup.py, setup.cfg)."""
@@ -964,40 +1260,111 @@ class _Project:
                 returned = [c for r in facts.walk(node) if isinstance(r, ast.Return) and r.value
                             for c in facts.walk(r.value) if isinstance(c, ast.Call)]
                 self._verdicts[key] = any(_availability_call(c) or facts.checks_availability(c) for c in returned)
-            else:  # "unpickles": a torch.load inside that forces weights_only=False
+            elif facts.loads:  # "unpickles": a torch.load inside that forces weights_only=False
                 self._verdicts[key] = any(isinstance(c, ast.Call) and _dotted(c.func) in facts.load_aliases and
                                           (_false(_keyword(c, "weights_only")) or facts.forces_unsafe(c))
                                           for c in facts.walk(node))
         return self._verdicts[key]
 
     def resolve(self, facts: _FileFacts, func: ast.AST) -> list[tuple[_FileFacts, ast.AST]]:
-        """The definitions a call's function may name (functions, or classes for constructor calls)."""
+        """The definitions a call's function names, by scope and import (functions, or classes for constructors).
+
+        `f()` is looked up in the enclosing functions, the module, its imports; `self.f()` in the class and its
+        bases; `mod.f()` in an imported module; `x.f()` in the class `x` was made from (`x = Trainer(cfg)`,
+        `x: Trainer`, `self.x = Trainer(cfg)`, `Trainer(cfg).f()`, `super().f()`). Anything else is not resolved:
+        a method is never matched by its name alone. Answers are kept per node (a cycle answers nothing)."""
+        key = id(func)
+        found = self._resolved.get(key)
+        if found is not None:
+            return found
+        self._resolved[key] = []
         if isinstance(func, ast.Name):
-            local = facts.defs.get(func.id)
-            if local:
-                return [(facts, node) for node in local]
-            module, name, level = facts.imports.get(func.id, ("", None, 0))
-            return self._imported(facts, module, name, level) if name else []
-        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
-            return []
-        owner = func.value.id
-        if owner in ("self", "cls"):
-            cls = facts.parents.get(facts._function_of(func))
-            methods = cls.body if isinstance(cls, ast.ClassDef) else []
-            return [(facts, n) for n in methods if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    and n.name == func.attr]
-        if owner not in facts.imports:
-            return []
-        module, name, level = facts.imports[owner]
-        target = self.module(facts, f"{module}.{name}".strip(".") if name else module, level)
-        return [(target, node) for node in target.defs.get(func.attr, [])] if target else []
+            if func.id in facts.defs or func.id in facts.imports or facts.star_imports:  # not `len()`, `print()`
+                found = self._named(facts, func.id, func)
+        elif isinstance(func, ast.Attribute):
+            head = func.value
+            while isinstance(head, ast.Attribute):
+                head = head.value
+            imported = facts.imports.get(head.id) if isinstance(head, ast.Name) else None
+            target = self._module_of(facts, func.value) if imported else None
+            if target is not None:
+                found = target.top(func.attr)
+                found = [(target, node) for node in found]
+            elif not (imported and imported[1] is None):  # `torch.cat()`: a module outside the checked files
+                found = [hit for facts_, cls in self._classes_of(facts, func.value)
+                         for hit in self._methods(facts_, cls, func.attr, 0)]
+        self._resolved[key] = found or []
+        return self._resolved[key]
+
+    def _named(self, facts: _FileFacts, name: str, at: ast.AST) -> list[tuple[_FileFacts, ast.AST]]:
+        """What a bare name means where it is read: a local or module definition, an import, a star import."""
+        local = facts.lookup(name, at)
+        if local:
+            return [(facts, node) for node in local]
+        if name in facts.imports:
+            module, imported, level = facts.imports[name]
+            return self._imported(facts, module, imported, level) if imported else []
+        for module, level in facts.star_imports:
+            target = self.module(facts, module, level)
+            if target is not None and target.top(name):
+                return [(target, node) for node in target.top(name)]
+        return []
+
+    def _module_of(self, facts: _FileFacts, value: ast.AST) -> _FileFacts | None:
+        """The checked module an expression names: `utils` (import utils), `pkg.mod`, `from pkg import mod`."""
+        dotted = _dotted(value)
+        head, _, rest = dotted.partition(".")
+        if not head or head not in facts.imports or facts.lookup(head, value):
+            return None
+        module, imported, level = facts.imports[head]
+        path = ".".join(part for part in (module, imported, rest) if part)
+        return self.module(facts, path, level) if path else None
+
+    def _classes_of(self, facts: _FileFacts, value: ast.AST) -> list[tuple[_FileFacts, ast.ClassDef]]:
+        """The classes an object may be an instance of (or a class itself names): see resolve()."""
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                value.func.attr in _SAME_OBJECT:
+            value = value.func.value  # `Net().to(device).f()`
+        made: list[ast.AST] = []
+        if isinstance(value, ast.Call):
+            if isinstance(value.func, ast.Name) and value.func.id == "super":
+                cls = facts.enclosing_class(value)
+                return self._bases(facts, cls) if cls is not None else []
+            made = [value.func]
+        elif isinstance(value, ast.Name):
+            if value.id in ("self", "cls"):
+                cls = facts.enclosing_class(value)
+                return [(facts, cls)] if cls is not None else []
+            named = [(f, n) for f, n in self._named(facts, value.id, value) if isinstance(n, ast.ClassDef)]
+            if named:
+                return named  # `Trainer.f(...)`
+            scope = facts.scope_of(value)
+            made = [getattr(b, "func", b) for b in facts.bindings(scope).get(value.id, [])]
+            if not made and scope is not facts.tree:
+                made = [getattr(b, "func", b) for b in facts.bindings(facts.tree).get(value.id, [])]
+        elif isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
+            cls = facts.enclosing_class(value)
+            made = [b.func for b in facts.attribute_bindings(cls).get(value.attr, [])] if cls is not None else []
+        return [(f, n) for func in made for f, n in self.resolve(facts, func) if isinstance(n, ast.ClassDef)]
+
+    def _bases(self, facts: _FileFacts, cls: ast.ClassDef) -> list[tuple[_FileFacts, ast.ClassDef]]:
+        """A class's base classes found in the checked files (or the modules they import)."""
+        return [(f, n) for base in cls.bases for f, n in self.resolve(facts, base)
+                if isinstance(n, ast.ClassDef) and n is not cls]
+
+    def _methods(self, facts: _FileFacts, cls: ast.ClassDef, name: str, depth: int) -> list[tuple[_FileFacts, ast.AST]]:
+        """A class's method (or nested class) of that name, else its bases' (depth-first, like a simple MRO)."""
+        own = [(facts, n) for n in facts.scopes.get(cls, {}).get(name, [])]
+        if own or depth > 4:
+            return own
+        return [found for f, base in self._bases(facts, cls) for found in self._methods(f, base, name, depth + 1)]
 
     def _imported(self, facts: _FileFacts, module: str, name: str, level: int, depth: int = 0) -> list:
-        """Definitions of `name` in a module, following one `from .x import name` re-export."""
+        """Module-level definitions of `name` in a module, following `from .x import name` re-exports."""
         target = self.module(facts, module, level)
         if target is None:
             return []
-        found = [(target, node) for node in target.defs.get(name, [])]
+        found = [(target, node) for node in target.top(name)]
         if not found and name in target.imports and depth < 2:
             module, again, level = target.imports[name]
             return self._imported(target, module, again, level, depth + 1) if again else []
@@ -1022,9 +1389,11 @@ class _Project:
                 roots.append(os.path.dirname(roots[-1]))
         parts = module.split(".") if module else []
         for root in roots:
+            if parts and not {parts[0], parts[0] + ".py"} & _listing(root):
+                continue  # `import torch`: no torch/ or torch.py here (one listing per folder, not two stats)
             stem = os.path.join(root, *parts)
             for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-                if os.path.isfile(candidate) and (os.path.realpath(candidate) in self.files or any(
+                if os.path.isfile(candidate) and (_realpath(candidate) in self.files or any(
                         _under(candidate, r) for r in self.roots) and not SKIP_DIRS & set(Path(candidate).parts)):
                     self._modules[key] = self.load(candidate)
                     return self._modules[key]
@@ -1032,7 +1401,7 @@ class _Project:
 
     def load(self, path: str) -> _FileFacts | None:
         """Facts of a file that is imported but not checked (parsed once; None when it cannot be)."""
-        real = os.path.realpath(path)
+        real = _realpath(path)
         if real not in self.files:
             self.files[real] = None
             try:
@@ -1046,14 +1415,11 @@ class _Project:
         targets = self.resolve(facts, call.func)
         for _, node in targets:
             self.sites.setdefault(id(node), []).append((chain, known))
-        owner = _dotted(call.func.value).split(".")[0] if isinstance(call.func, ast.Attribute) else ""
-        if not targets and owner and owner not in facts.imports:  # `unittest.main()` reaches no checked file
-            passed = -1 if any(isinstance(a, ast.Starred) for a in call.args) or _keyword(call, None) else \
-                len(call.args) + len(call.keywords)
-            self.named_sites.setdefault(call.func.attr, []).append((chain, known, passed))
         for value in [*call.args, *(k.value for k in call.keywords)]:
-            if isinstance(value, ast.Name):
-                for node in facts.defs.get(value.id, []):
+            passed = value.id if type(value) is ast.Name else value.attr if type(value) is ast.Attribute and \
+                type(value.value) is ast.Name and value.value.id == "self" else ""
+            if passed and (passed in facts.defs or passed in facts.imports):
+                for _, node in self.resolve(facts, value):  # `mp.spawn(worker)`, `Thread(target=self.run)`
                     self.sites.setdefault(id(node), []).append((chain, known))
         return targets
 
@@ -1061,15 +1427,20 @@ class _Project:
         """Functions every caller in the checked files reaches only where CUDA exists (the least fixed point)."""
         pending = []
         for facts, node in definitions:
-            required = _required(node)  # `model.train()` cannot call `def train(loader, model, epoch)`
-            sites = self.sites.get(id(node), []) + [(chain, known) for chain, known, passed in
-                                                    self.named_sites.get(node.name, []) if not 0 <= passed < required]
+            sites = self.sites.get(id(node), [])
             owner = facts.parents.get(node)
-            if node.name == "__init__" and isinstance(owner, ast.ClassDef):
-                sites += self.sites.get(id(owner), [])  # `Trainer(cfg)` runs Trainer.__init__
+            if isinstance(owner, ast.ClassDef) and (node.name == "__init__" or not sites and
+                                                    not self.library_at(facts.path)):
+                # `Trainer(cfg)` runs __init__; in an application, a method no call names (`model(x)` runs forward)
+                # runs where its object was made (a package's objects are also made by its users)
+                sites = sites + self.sites.get(id(owner), [])
             sites = [(chain, known) for chain, known in sites if id(node) not in chain]  # recursion
             if sites:
                 pending.append((id(node), sites))
+            implicit = isinstance(owner, ast.ClassDef) and (node.name == "forward" or node.name.endswith("__")) and \
+                self.sites.get(id(owner))  # `model(x)`, `len(data)`, `data[i]` on an object made somewhere
+            if sites or implicit or node.name.lower().startswith("test"):  # a test runner calls tests
+                self.reached.add(id(node))
         found: set[int] = set()
         changed = True
         while changed:
@@ -1160,7 +1531,7 @@ class _Checker(ast.NodeVisitor):
         """`pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), ...)` guards the whole file."""
         self.guarded += any(isinstance(s, ast.Assign) and _dotted(s.targets[0]) == "pytestmark"
                             and _decorator_guard(s.value, self.facts) for s in node.body)
-        self.cuda_only += self.facts.tests_cuda_extension
+        self.cuda_only += self.facts.tests_cuda_extension or self.facts.needs_cuda_extension()
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -1199,7 +1570,8 @@ class _Checker(ast.NodeVisitor):
             (id(node), "body") in scopes or self.facts.starts_nccl(node.body))
         self.visit(node.test)
         self._visit_branch(node.body, guard == _CUDA, nccl)
-        self._visit_branch(node.orelse, guard == _NOT_CUDA, (id(node), "orelse") in scopes)
+        self._visit_branch(node.orelse, guard == _NOT_CUDA, isinstance(node, ast.If) and (
+            (id(node), "orelse") in scopes or self.facts.starts_nccl(node.orelse)))
         body = node.body if isinstance(node.body, list) else []
         if guard == _NOT_CUDA and body and _exits(body[-1]):
             self.guarded += 1  # `if not torch.cuda.is_available(): return`; restored when the function ends
@@ -1228,10 +1600,14 @@ class _Checker(ast.NodeVisitor):
     visit_For = visit_AsyncFor = visit_While = visit_Try = generic_branch
 
     def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
-        """`with torch.serialization.safe_globals([...]):` makes the loads inside deliberate."""
+        """`with torch.serialization.safe_globals([...]):` makes the loads inside deliberate; what a test expects
+        to raise or warn (`with pytest.raises(...)`, `self.assertWarns(...)`) is meant to fail without CUDA."""
         trusted = any(_last(item.context_expr) == "safe_globals" for item in node.items)
+        expected = any(_last(item.context_expr) in _EXPECTS for item in node.items)
         self.safe_globals += trusted
+        self.guarded += expected
         self.generic_visit(node)
+        self.guarded -= expected
         self.safe_globals -= trusted
 
     visit_AsyncWith = visit_With
@@ -1240,8 +1616,8 @@ class _Checker(ast.NodeVisitor):
         """Constants have no children and no rule of their own (NodeVisitor's version is slow)."""
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        """DEV010: `torch.cuda.FloatTensor` and friends exist only with CUDA."""
-        if _TYPED_CUDA.match(_dotted(node)) and not self.known():
+        """DEV010: `torch.cuda.FloatTensor` and friends exist only with CUDA (a type test makes no tensor)."""
+        if _TYPED_CUDA.match(_dotted(node)) and not self.known() and not _type_test(node, self.facts.parents):
             self.report(node, "DEV010", _dotted(node))
         self.generic_visit(node)
 
@@ -1259,13 +1635,25 @@ class _Checker(ast.NodeVisitor):
                 self.report_device(default, _device_literals(default, self.facts), default=True)
 
     def _always_passed(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, position: int) -> bool:
-        """A private helper (`_name`) whose every call in this file passes the parameter: its default is never used."""
-        if not function.name.startswith("_") or function.name.endswith("__"):
+        """Every call passes the parameter, so its default is never used: a private helper's calls in this file;
+        in an application (no users outside), any function's or class's calls in the checked files."""
+        owner = self.facts.parents.get(function)
+        constructor = function.name == "__init__" and isinstance(owner, ast.ClassDef)
+        private = function.name.startswith("_") and not function.name.endswith("__")
+        if not (private or (constructor or not function.name.endswith("__")) and
+                not self.facts.project.library_at(self.facts.path)):
             return False
+        callee, target = (owner.name, owner) if constructor else (function.name, function)
         shift = 1 if function.args.args and function.args.args[0].arg in ("self", "cls") else 0
-        calls = [c for c in self.facts.calls if _last(c) == function.name and c.func is not None]
-        return bool(calls) and all(_keyword(c, name) is not None or
-                                   0 <= position - shift < len(c.args) for c in calls)
+        files = [self.facts] if private else [f for f in self.facts.project.files.values() if f is not None]
+        calls = [(f, c) for f in files for c in f.calls if _last(c) == callee]
+        resolved = [(f, c) for f, c in calls if any(d is target for _, d in f.project.resolve(f, c.func))]
+        if private:  # a call of another `_name` does not count; one the lint cannot resolve may be this one
+            resolved += [(f, c) for f, c in calls if not f.project.resolve(f, c.func)]
+        elif len(resolved) != len(calls) and any(not f.project.resolve(f, c.func) for f, c in calls):
+            return False  # a call the lint cannot resolve may let the default through
+        return bool(resolved) and all(_keyword(c, name) is not None or 0 <= position - shift < len(c.args)
+                                      for _, c in resolved)
 
     def visit_Assign(self, node: ast.Assign | ast.AnnAssign) -> None:
         """Track names holding a DP/DDP wrapper or a dict; DEV002 for `device = "cuda"`."""
@@ -1307,10 +1695,13 @@ class _Checker(ast.NodeVisitor):
         targets = self.facts.project.record(self.facts, node, self._chain(), self.known())
         if method in ("to", "cuda", "type_as"):
             self._mark_moved(func.value, node)
-        if method == "cuda" and not self.known():
-            self.report(node, "DEV001")
-        self._check_device_strings(node, method)
+        if method in ("type", "set_default_tensor_type") and node.args and not self.known() and \
+                _TYPED_CUDA.match(_string(node.args[0]) or ""):
+            self.report(node.args[0], "DEV010", _string(node.args[0]) or "")  # .type("torch.cuda.FloatTensor")
+        if method == "cuda" and (self.porting or not self.known()):
+            self.report(node, "DEV001", "guarded, but it still pins device 0" if self.guarded else "")
         name = self.facts.canonical(func)
+        self._check_device_strings(node, method, name)
         self._check_runtime(node, name, method)
         if name in self.facts.load_aliases or name == "torch.jit.load":
             self._check_load(node, "torch.load" if name in self.facts.load_aliases else name)
@@ -1373,25 +1764,28 @@ class _Checker(ast.NodeVisitor):
                 self.moved.add(id(receiver))
             receiver = receiver.func if isinstance(receiver, ast.Call) else receiver.value
 
-    def _check_device_strings(self, node: ast.Call, method: str) -> None:
+    def _check_device_strings(self, node: ast.Call, method: str, name: str) -> None:
         """DEV002: accelerator literals in torch.device(), .to(), device= or an argparse --device default.
 
         Strings that place nothing are not hard-coded devices: a backend type for autocast/GradScaler,
         `torch.device("cuda")` compared with another device or used as a key."""
-        naming = self.facts.canonical(node.func) == "torch.device" and _naming_use(node, self.facts.parents)
+        naming = name == "torch.device" and _naming_use(node, self.facts.parents)
         if _last(node) in _TYPE_ONLY or naming:
             return
         candidates = list(node.args) if method == "to" else []
         candidates += [kw.value for kw in node.keywords if kw.arg == "map_location"]
-        if self.facts.canonical(node.func) == "torch.device" and node.args:
+        if name == "torch.device" and node.args:
             candidates.append(node.args[0])
-        device_kw = _keyword(node, "device")
-        if device_kw is not None:
-            candidates.append(device_kw.value)
+        for name in ("device", "device_map"):  # `from_pretrained(..., device_map="cuda")` places the model too
+            keyword = _keyword(node, name)
+            if keyword is not None:
+                candidates.append(keyword.value)
         default = _keyword(node, "default")
         defaults = _lookup_default(node)
-        if method == "add_argument" and default is not None and any("device" in (_string(a) or "") for a in node.args):
-            defaults.append(default.value)
+        accelerator = _ACCELERATOR.match(_string(getattr(default, "value", None)) or "")
+        if method == "add_argument" and default is not None and (
+                accelerator or any("device" in (_string(a) or "") for a in node.args)):
+            defaults.append(default.value)  # `--device default="cuda"`, `--gpu_type default="cuda"`
         if _last(node) == "set_default_device" and node.args:
             defaults.append(node.args[0])
         for candidate in candidates:
@@ -1406,9 +1800,10 @@ class _Checker(ast.NodeVisitor):
         a wrapper that passes `weights_only=False` (or sets it in the options it forwards) is reported."""
         forwarded = _keyword(node, None) is not None
         path = self.facts.opened(node, node.args[0]) if node.args else None
+        key = self.facts._path_key(path) if path is not None else ""
         same_process = path is not None and (
             self.facts.saved_on_cpu_here(path, node) or self.facts.saves_in_function(node)
-            or self.facts.sibling_cpu_saved(self.facts._path_key(path)))
+            or self.facts.sibling_cpu_saved(key) or key in self.facts.project.cpu_saved_files)
         if not forwarded and len(node.args) < 2 and _keyword(node, "map_location") is None and not same_process \
                 and not self.known():  # where CUDA exists, a GPU checkpoint loads
             self.report(node, "DEV003", name if name != "torch.load" else "")
@@ -1494,7 +1889,20 @@ def _naming_use(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
         return True
     if isinstance(parent, ast.keyword):
         return parent.arg == "device_type" or _last(parents.get(parent)) in _TYPE_ONLY
-    return isinstance(parent, ast.Call) and node is not parent.func and _last(parent) in _TYPE_ONLY | {"print", "str"}
+    if isinstance(parent, ast.BinOp) and any(_string(side) is not None for side in (parent.left, parent.right)):
+        return True  # "torch." + name + ".FloatTensor", "%s" % name: a string is built, nothing is placed
+    return isinstance(parent, ast.Call) and node is not parent.func and \
+        _last(parent) in _TYPE_ONLY | {"print", "str", "format"}
+
+
+def _type_test(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """A type used only to test one: `isinstance(x, torch.cuda.FloatTensor)`, `type(x) == torch.cuda.LongTensor`."""
+    parent = parents.get(node)
+    while isinstance(parent, ast.Tuple):
+        node, parent = parent, parents.get(parent)
+    if isinstance(parent, ast.Compare):
+        return True
+    return isinstance(parent, ast.Call) and _last(parent) in ("isinstance", "issubclass") and node in parent.args[1:]
 
 
 def _names_only(target: ast.AST, facts: _FileFacts, function: ast.AST | None = None) -> bool:
@@ -1506,8 +1914,11 @@ def _names_only(target: ast.AST, facts: _FileFacts, function: ast.AST | None = N
     while function in parents and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         function = parents[function]
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False  # a module-level constant is read from other files we cannot see
-    uses = [n for n in facts.walk(function)
+        # a module-level name: other checked files may read it too (then it may place tensors there)
+        if any(other is not facts and other.mentions[target.id] for other in facts.project.files.values() if other):
+            return False
+        function = facts.tree
+    uses = [n for n in (facts.kinds.get(ast.Name, []) if function is facts.tree else facts.walk(function))
             if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)]
     return bool(uses) and all(_naming_use(use, parents) for use in uses)
 
@@ -1591,6 +2002,17 @@ def _ignored(source: str) -> dict[int, set[str] | None]:
     return silenced
 
 
+def _marked_device_module(source: str) -> bool:
+    """Whether a comment line says `# devicelint: device-module` (the file names devices on purpose)."""
+    if not _DEVICE_MODULE.search(source):
+        return False
+    try:  # a comment, not the same text inside a string
+        return any(t.type == tokenize.COMMENT and _DEVICE_MODULE.match(t.string) and t.line.lstrip().startswith("#")
+                   for t in tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+
+
 def _matches(path: Path | str, patterns: Iterable[str]) -> bool:
     """Whether a path matches a name (`config.py`), a path suffix (`src/setup.py`) or a glob (`tests/*`)."""
     text = Path(path).as_posix()
@@ -1622,7 +2044,8 @@ def lint_sources(sources: Iterable[tuple[str, str]], errors: list[str] | None = 
     `porting` turns the opt-in rules on and reports CUDA-only code as well. Imports are followed into
     other files under `roots` (default: the project around each file: pyproject.toml, setup.py or .git).
     `from_disk`: the texts are the files' contents, so their pyproject.toml may turn porting on."""
-    for cache in (_in_package, _is_package, _project_root, _pyproject_patterns, _sibling_saves):
+    for cache in (_in_package, _is_package, _project_root, _pyproject_patterns, _sibling_saves, _listing,
+                  _realpath):
         cache.cache_clear()  # files may have changed since the last call in this process
     enabled = gc.isenabled()
     gc.disable()  # every tree stays alive until the end: the collector would rescan them all, again and again
@@ -1639,8 +2062,8 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
                   roots: Iterable[str], from_disk: bool) -> list[Finding]:
     """lint_sources() with the collector off."""
     project, parsed, findings = _Project(), [], []
-    project.roots = {os.path.realpath(r) for r in roots} or \
-        {_project_root(os.path.dirname(os.path.realpath(f))) for f, _ in sources if os.path.isfile(f)}
+    project.roots = {_realpath(r) for r in roots} or \
+        {_project_root(os.path.dirname(_realpath(f))) for f, _ in sources if os.path.isfile(f)}
     for filename, source in sources:
         try:
             facts = _FileFacts(ast.parse(source, filename), filename, project)
@@ -1661,7 +2084,8 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
         parsed.append((filename, source, facts))
     checked = []
     for filename, source, facts in parsed:
-        allowed = _matches(filename, allow_devices_in) or _allowed_by_pyproject(filename)
+        allowed = _matches(filename, allow_devices_in) or _allowed_by_pyproject(filename) or \
+            _marked_device_module(source)
         facts.porting = porting or (from_disk and _porting_by_pyproject(filename))
         checker = _Checker(filename, allowed, facts, facts.porting)
         try:
@@ -1675,7 +2099,8 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
     hidden = project.cuda_only(functions)
     unreached = _unreached(project, functions, [facts for _, facts, _ in checked])
     chosen = {True: _chosen(select, ignore, True), False: _chosen(select, ignore, False)}
-    return sorted(set(findings) | _kept(checked, hidden, unreached, chosen))
+    uncalled = {id(node): node.name for _, node in functions if id(node) not in project.reached}
+    return sorted(set(findings) | _kept(checked, hidden, unreached, chosen, uncalled))
 
 
 def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], files: list[_FileFacts]) -> set[int]:
@@ -1687,17 +2112,25 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
     mentioned: Counter[str] = Counter()
     for facts in files:
         mentioned.update(facts.mentions)
-    dynamic = set().union(*(facts.dynamic_names for facts in files))
+    # an eval of names reaches its own module's definitions, and what that module imports
+    dynamic = set().union(*(f.dynamic_names - {n.name for n in f.defs_at_top()} for f in files))
+    definers: dict[str, list[_FileFacts]] = {}  # name -> the files that define it at their top level
+    for f in files:
+        for name in f.scopes.get(f.tree, {}):
+            definers.setdefault(name, []).append(f)
     found = set()
     for facts, node in functions + [(f, n) for f in files for n in f.defs_at_top() if isinstance(n, ast.ClassDef)]:
-        if node.name in dynamic or node.decorator_list or node.name.endswith("__"):
+        registered = any(_last(d) not in _WRAPPERS_ONLY for d in node.decorator_list)  # `@torch.no_grad()` wraps
+        if node.name in dynamic or node.name in facts.dynamic_names or registered or node.name.endswith("__"):
             continue
         private = node.name.startswith("_")
         if not private and (facts.parents.get(node) is not facts.tree or project.library_at(facts.path) or
                             node.name.lower().startswith(("test", "pytest_", "setup", "teardown")) or
                             os.path.basename(facts.path) in ("hubconf.py", "conftest.py", "setup.py")):
             continue
-        count = mentioned[node.name]  # a name said three times or more is used from outside its definition
+        # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import this one
+        count = mentioned[node.name] - sum(other.name_reads[node.name] for other in definers.get(node.name, ())
+                                           if other is not facts and node.name not in other.imports)
         if count == 0 or count <= 2 and count <= _mentions_inside(facts, node)[node.name]:  # `super(Name, self)`
             found.add(id(node))
     return found
@@ -1712,15 +2145,6 @@ def _builds_cuda_extension(facts: _FileFacts) -> bool:
                        for n in facts.kinds.get(ast.Constant, []))
     return any(_last(c) == "CUDAExtension" for c in builders) or cuda_sources and \
         any(_last(c) in ("create_extension", "load") for c in builders)
-
-
-def _required(function: ast.AST) -> int:
-    """Arguments a call must pass (positional parameters without a default, `self`/`cls` aside)."""
-    args = function.args
-    params = args.posonlyargs + args.args
-    if params and params[0].arg in ("self", "cls"):
-        params = params[1:]
-    return max(0, len(params) - len(args.defaults)) + sum(d is None for d in args.kw_defaults)
 
 
 def _mentions(kinds: dict[type, list[ast.AST]]) -> list[str]:
@@ -1738,21 +2162,44 @@ def _mentions_inside(facts: _FileFacts, node: ast.AST) -> Counter[str]:
     return Counter(_mentions(kinds))
 
 
-def _positional_flags(facts: _FileFacts, call: ast.Call) -> set[str]:
-    """Accelerator-named parameters of a same-file function (or class) that this call passes True by position."""
+def _is_true(node: ast.AST, facts: _FileFacts) -> bool:
+    """The constant True."""
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _checks(node: ast.AST, facts: _FileFacts) -> bool:
+    """An expression with an availability check in it (`torch.cuda.is_available() and not args.cpu`)."""
+    return node in facts.availability_holders
+
+
+def _positional_flags(facts: _FileFacts, call: ast.Call, passes: Callable[[ast.AST, _FileFacts], bool]) -> set[str]:
+    """Accelerator-named parameters of the function (or class) this call names that it passes `passes` by position."""
     found: set[str] = set()
-    name = call.func.id if isinstance(call.func, ast.Name) else ""
-    for node in facts.defs.get(name, []):
+    for _, node in facts.project.resolve(facts, call.func):
         if isinstance(node, ast.ClassDef):
             node = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
         if node is None:
             continue
         params = [a.arg for a in node.args.posonlyargs + node.args.args]
         params = params[1:] if params[:1] in (["self"], ["cls"]) else params
-        passed = [params[i].lower() for i, a in enumerate(call.args[:len(params)])
-                  if isinstance(a, ast.Constant) and a.value is True]
-        found |= {p for p in passed if any(f in p for f in _ACCEL_FLAG)}
+        passed = [params[i].lower() for i, a in enumerate(call.args[:len(params)]) if passes(a, facts)]
+        found |= {p for p in passed if _accel_flag(p)}
     return found
+
+
+@functools.lru_cache(maxsize=8192)
+def _realpath(path: str) -> str:
+    """os.path.realpath, once per path (it stats every part of the path)."""
+    return os.path.realpath(path)
+
+
+@functools.lru_cache(maxsize=1024)
+def _listing(folder: str) -> frozenset[str]:
+    """The names in a folder (empty if it cannot be listed)."""
+    try:
+        return frozenset(os.listdir(folder))
+    except OSError:
+        return frozenset()
 
 
 @functools.lru_cache(maxsize=256)
@@ -1771,7 +2218,7 @@ def _project_root(folder: str) -> str:
 @functools.lru_cache(maxsize=1024)
 def _in_package(path: str) -> bool:
     """Whether a file on disk lies in an installable package; sources given as text count as one."""
-    return not os.path.isfile(path) or _is_package(_project_root(os.path.dirname(os.path.realpath(path))))
+    return not os.path.isfile(path) or _is_package(_project_root(os.path.dirname(_realpath(path))))
 
 
 @functools.lru_cache(maxsize=64)
@@ -1788,7 +2235,7 @@ def _is_package(root: str) -> bool:
 
 def _under(path: str, folder: str) -> bool:
     """Whether a file lies inside a folder (after resolving links)."""
-    real = os.path.realpath(path)
+    real = _realpath(path)
     return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
 
 
@@ -1798,10 +2245,12 @@ def _chosen(select: Iterable[str] | None, ignore: Iterable[str], porting: bool) 
     return chosen - set(ignore)
 
 
-def _kept(checked: list, hidden: set[int], unreached: set[int], chosen: dict[bool, set[str]]) -> set[Finding]:
+def _kept(checked: list, hidden: set[int], unreached: set[int], chosen: dict[bool, set[str]],
+          uncalled: dict[int, str]) -> set[Finding]:
     """Findings left after unreached code, CUDA-only functions (DEV002 there is DEV011), rule choice, ignores.
 
-    A file linted for porting keeps its CUDA-only findings and takes the opt-in rules too."""
+    A file linted for porting keeps its CUDA-only findings and takes the opt-in rules too. A finding in a
+    function no call was found to (`uncalled`: id -> name) says the lint cannot tell what its callers check."""
     kept: set[Finding] = set()
     for source, facts, found in checked:
         silenced = _ignored(source) if found and _IGNORE.search(source) else {}
@@ -1812,6 +2261,11 @@ def _kept(checked: list, hidden: set[int], unreached: set[int], chosen: dict[boo
                 if finding.code != "DEV002":
                     continue
                 finding = finding._replace(code="DEV011")
+            inner = next((i for i in reversed(chain) if i in uncalled or i in facts.function_ids), None)
+            if finding.code in _HIDEABLE and inner in uncalled:
+                note = f"no call to {uncalled[inner]}() was found, so the lint cannot tell whether its callers " \
+                       "check for CUDA first"
+                finding = finding._replace(detail=f"{finding.detail}; {note}" if finding.detail else note)
             codes = silenced.get(finding.line, set())
             if finding.code in chosen[facts.porting] and codes is not None and finding.code not in codes:
                 kept.add(finding)
@@ -1907,7 +2361,7 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (), errors: list[s
     seen: set[str] = set()
     for path in paths:
         for file in python_files(Path(path), exclude):
-            key = os.path.realpath(file)
+            key = _realpath(file)
             if key in seen:
                 continue  # overlapping arguments (`src src/a.py`) check a file once
             seen.add(key)
@@ -1915,7 +2369,7 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (), errors: list[s
                 sources.append((str(file), read_source(file)))
             except LintError as error:
                 errors.append(f"{file}: error: {error}")
-    roots = [p if os.path.isdir(p) else _project_root(os.path.dirname(os.path.realpath(p))) for p in paths]
+    roots = [p if os.path.isdir(p) else _project_root(os.path.dirname(_realpath(p))) for p in paths]
     return lint_sources(sources, errors, roots=roots, **options)
 
 
@@ -2012,4 +2466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    gc.disable()  # one run, then exit: its trees go with the process, not through the collector (~15% of the time)
+    status = main()
+    gc.freeze()  # and not through the collector's pass at exit either
+    sys.exit(status)

@@ -161,8 +161,8 @@ def test_porting_reports_cuda_only_code_and_the_opt_in_rules(tmp_path: Path, cap
 
 
 def test_pyproject_can_turn_porting_on(tmp_path: Path, capsys, monkeypatch) -> None:
-    """`porting = true` under [tool.devicelint] reports .cuda() (opt-in otherwise) without the flag."""
-    (tmp_path / "model.py").write_text("x = x.cuda()\n")
+    """`porting = true` under [tool.devicelint] reports a guarded .cuda() (quiet otherwise) without the flag."""
+    (tmp_path / "model.py").write_text("if torch.cuda.is_available():\n    x = x.cuda()\n")
     monkeypatch.chdir(tmp_path)
     assert run(capsys, "model.py")[0] == 0
     (tmp_path / "pyproject.toml").write_text("[tool.devicelint]\nporting = true\n")

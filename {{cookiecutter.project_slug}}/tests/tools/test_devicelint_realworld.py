@@ -13,12 +13,12 @@ import pytest
 
 import devicelint  # tools/devicelint.py: pytest puts tools/ on sys.path (pyproject.toml)
 
-# DEV001 (.cuda()) is opt-in since issue 33, but these snippets are about its guards: select it with the defaults.
+# The default rules (DEV001, .cuda(), is one again since issue 44; it was opt-in from issue 33 on).
 CHECKED = sorted({code for code, rule in devicelint.RULES.items() if rule.default} | {"DEV001"})
 
 
 def codes(source: str, **options) -> list[str]:
-    """The codes reported for a snippet, in order (default rules and DEV001 unless `select` is given)."""
+    """The codes reported for a snippet, in order (the default rules unless `select` is given)."""
     options = {"select": CHECKED, **options} if "porting" not in options else options
     return [f.code for f in devicelint.lint_source(textwrap.dedent(source), "train.py", **options)]
 

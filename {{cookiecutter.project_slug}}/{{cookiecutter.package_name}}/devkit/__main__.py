@@ -1,3 +1,4 @@
+# devicelint: device-module -- naming devices is this file's job
 """`python -m <package>.devkit [SPEC]`: this machine's devices, which physical GPU each cuda:N is, and what SPEC
 (default: auto) resolves to; exit 2 with one line when SPEC is bad."""
 

@@ -1,3 +1,4 @@
+# devicelint: device-module -- naming devices is this file's job
 """What this machine has: the accelerator backends, the devices they count, and the error for a bad device.
 
 The base of the device kit: every other devkit module imports from here, and this module from

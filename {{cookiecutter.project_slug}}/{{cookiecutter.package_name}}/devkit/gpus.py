@@ -1,3 +1,4 @@
+# devicelint: device-module -- naming devices is this file's job
 """Which physical GPU each cuda:N is (name, memory, UUID, PCI bus id), read without squatting on it."""
 
 from __future__ import annotations

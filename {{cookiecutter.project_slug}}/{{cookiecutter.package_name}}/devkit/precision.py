@@ -1,3 +1,4 @@
+# devicelint: device-module -- naming devices is this file's job
 """Precision policy: which autocast dtype to use, whether a GradScaler is needed, half inference.
 
 - fp32: no autocast.

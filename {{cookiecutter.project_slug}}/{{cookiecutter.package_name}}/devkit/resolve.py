@@ -1,3 +1,4 @@
+# devicelint: device-module -- naming devices is this file's job
 """Turning a user's device spec into a present, indexed torch.device: decided once, never downgraded.
 
     resolve_device("auto")          first of cuda, mps, xpu, cpu; under torchrun this process's GPU

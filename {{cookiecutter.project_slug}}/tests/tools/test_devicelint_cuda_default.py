@@ -1,0 +1,535 @@
+"""The device lint with `.cuda()` back in its default rules (issue 44): reported where a run without CUDA gets.
+
+Each snippet is a reduction (not a copy) of a shape met in public training code: a hazard the labelling policy
+(README, "Device lint") says must be found, or a line it says is no hazard.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import devicelint  # tools/devicelint.py: pytest puts tools/ on sys.path (pyproject.toml)
+
+LINT = Path(devicelint.__file__).resolve()
+PACKAGE_DIR = LINT.parent.parent / "{{ cookiecutter.package_name }}"
+
+
+def found(source: str, filename: str = "train.py", **options) -> list[tuple[int, str]]:
+    """(line, code) of each finding of the default rules for a snippet."""
+    return [(f.line, f.code) for f in devicelint.lint_source(textwrap.dedent(source), filename, **options)]
+
+
+def tree(tmp_path: Path, files: dict[str, str], **options) -> list[devicelint.Finding]:
+    """The findings for a small application (a folder with .git, no package metadata) linted as one tree."""
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    return devicelint.lint_paths([str(tmp_path)], **options)
+
+
+def where(findings: list[devicelint.Finding], root: Path) -> list[tuple[str, int, str]]:
+    """(file, line, code) of findings, the file relative to root."""
+    return [(Path(f.path).relative_to(root).as_posix(), f.line, f.code) for f in findings]
+
+
+def test_cuda_is_a_default_rule_again() -> None:
+    """DEV001 runs without --porting; only DEV007 and DEV011 stay opt-in."""
+    assert [code for code, rule in devicelint.RULES.items() if not rule.default] == ["DEV007", "DEV011"]
+    assert found("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n") == [(2, "DEV001")]
+
+
+# A script's top level runs whenever the script does: nothing there is "unreached".
+TOP_LEVEL = {
+    "module_statement": ("""
+        import torch
+        state = torch.load("model.pt")
+        """, [(3, "DEV003"), (3, "DEV004")]),
+    "main_block": ("""
+        import torch
+        if __name__ == "__main__":
+            state = torch.load("model.pt")
+            model = Net().cuda()
+        """, [(4, "DEV003"), (4, "DEV004"), (5, "DEV001")]),
+    "beside_a_function_that_saves_it_from_the_gpu": ("""
+        import torch
+        def train(model):
+            model.cuda()
+            torch.save(model.state_dict(), "model.pt")
+        state = torch.load("model.pt")
+        train(Net())
+        """, [(4, "DEV001"), (6, "DEV003")]),
+}
+
+
+@pytest.mark.parametrize(("source", "expected"), TOP_LEVEL.values(), ids=TOP_LEVEL.keys())
+def test_a_scripts_top_level_counts_as_reached(tmp_path: Path, source: str, expected: list) -> None:
+    """`state = torch.load("model.pt")` as a module's own statement is reported, as a snippet and as a file."""
+    assert found(source) == expected
+    assert [(line, code) for _, line, code in where(tree(tmp_path, {"train.py": source}), tmp_path)] == expected
+
+
+# `.cuda()` where a run without CUDA cannot get: quiet by default.
+UNREACHABLE_WITHOUT_CUDA = {
+    "availability_guard": """
+        if torch.cuda.is_available():
+            model = model.cuda()
+        """,
+    "flag_an_availability_check_sets": """
+        args.cuda = not args.no_cuda and torch.cuda.is_available()
+        if args.cuda:
+            model.cuda()
+        """,
+    "flag_passed_an_availability_check_by_position": """
+        class Trainer:
+            def __init__(self, model, use_gpu=True):
+                self.use_gpu = use_gpu
+            def step(self, x):
+                if self.use_gpu:
+                    x = x.cuda()
+                return x
+        trainer = Trainer(Net(), torch.cuda.is_available())
+        trainer.step(batch)
+        """,
+    "cuda_only_entry_point": """
+        def worker(rank):
+            dist.init_process_group("nccl", rank=rank)
+            model = Net().cuda(rank)
+        if __name__ == "__main__":
+            mp.spawn(worker, nprocs=2)
+        """,
+    "called_only_under_a_guard": """
+        def to_gpu(batch):
+            return [x.cuda() for x in batch]
+        def main():
+            if torch.cuda.is_available():
+                batch = to_gpu(load())
+        """,
+    "nccl_started_in_the_else_branch": """
+        if args.local_rank == -1:
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        else:
+            torch.cuda.set_device(args.local_rank)
+            model = Net().cuda(args.local_rank)
+            dist.init_process_group(backend="nccl")
+        """,
+    "expected_to_fail_in_a_test": """
+        def test_set_device_warns():
+            with pytest.warns(UserWarning):
+                torch.cuda.set_device(0)
+            with pytest.raises(RuntimeError):
+                torch.ones(2).cuda()
+        """,
+}
+
+
+@pytest.mark.parametrize("source", UNREACHABLE_WITHOUT_CUDA.values(), ids=UNREACHABLE_WITHOUT_CUDA.keys())
+def test_cuda_where_a_cpu_run_cannot_get_is_quiet(source: str) -> None:
+    """Availability guards, flags an availability check sets, CUDA-only entry points, expected failures."""
+    assert found(source) == []
+
+
+# `.cuda()` and the other "fails without the accelerator" forms a run without CUDA reaches: reported.
+REACHED_WITHOUT_CUDA = {
+    "trainer_with_no_flag": ("""
+        def train(model, loader):
+            model.cuda()
+            for x, y in loader:
+                loss = model(x.cuda()).sum()
+        if __name__ == "__main__":
+            train(Net(), make_loader())
+        """, [(3, "DEV001"), (5, "DEV001")]),
+    "documented_cpu_mode_still_reaches_cuda": ("""
+        parser.add_argument("--cpu", action="store_true", help="run on the CPU")
+        args = parser.parse_args()
+        device = torch.device("cpu" if args.cpu else "cuda")
+        criterion = nn.CrossEntropyLoss().cuda()
+        """, [(4, "DEV002"), (5, "DEV001")]),
+    "no_cuda_flag_checks_nothing": ("""
+        device = torch.device("cpu" if opt.no_cuda else "cuda")
+        if not opt.no_cuda:
+            model.cuda()
+        """, [(2, "DEV002"), (4, "DEV001")]),
+    "gpu_ids_on_by_default": ("""
+        parser.add_argument("--gpu_ids", type=str, default="0", help="-1 for the CPU")
+        opt = parser.parse_args()
+        if opt.gpu_ids:
+            torch.cuda.set_device(0)
+            model.cuda()
+        """, [(5, "DEV012"), (6, "DEV001")]),
+    "legacy_tensor_type_made": ("""
+        x = x.type(torch.cuda.FloatTensor)
+        """, [(2, "DEV010")]),
+    "legacy_tensor_type_by_name": ("""
+        torch.set_default_tensor_type("torch.cuda.FloatTensor")
+        y = y.type("torch.cuda.LongTensor")
+        """, [(2, "DEV010"), (3, "DEV010")]),
+    "device_string_built_by_concatenation": ("""
+        model.to(torch.device("cuda:" + str(args.gpu)))
+        """, [(2, "DEV002")]),
+}
+
+
+@pytest.mark.parametrize(("source", "expected"), REACHED_WITHOUT_CUDA.values(), ids=REACHED_WITHOUT_CUDA.keys())
+def test_cuda_a_cpu_run_reaches_is_reported(source: str, expected: list) -> None:
+    """A trainer with no flag, a documented CPU mode, `no_cuda`/`--cpu` flags nothing checks, GPU ids on by default."""
+    assert found(source) == expected
+
+
+def test_a_name_holding_an_accelerator_word_only_inside_another_word_is_no_flag() -> None:
+    """`output_path` holds "tpu" but guards nothing; `n_gpu` and `use_cuda` are flags."""
+    assert found("assert args.output_path\nmodel = Net().cuda()\n") == [(2, "DEV001")]
+    assert found("if args.n_gpu:\n    model = Net().cuda()\n") == []
+
+
+# Lines that place nothing or load what the program itself wrote from CPU tensors.
+NO_HAZARD = {
+    "type_test_makes_no_tensor": """
+        if isinstance(x, torch.cuda.FloatTensor) or type(x) == torch.cuda.HalfTensor:
+            x = x.float()
+        """,
+    "device_string_only_compared_or_formatted": """
+        DEVICE = "cuda"
+        def describe(x):
+            if x.device.type == DEVICE:
+                return "torch." + DEVICE + ".FloatTensor"
+            return f"torch.{DEVICE}.FloatTensor"
+        """,
+}
+
+
+@pytest.mark.parametrize("source", NO_HAZARD.values(), ids=NO_HAZARD.keys())
+def test_type_tests_and_names_that_place_nothing_are_quiet(source: str) -> None:
+    """A type test is not a CUDA tensor; a device name only compared or formatted places nothing."""
+    assert found(source) == []
+
+
+def test_a_file_another_script_saved_from_cpu_tensors_needs_no_map_location(tmp_path: Path) -> None:
+    """features.pt written from CPU tensors by a preprocessing script elsewhere in the program loads anywhere."""
+    files = {
+        "tools/extract.py": """
+            import torch
+            model = Net().to("cuda" if torch.cuda.is_available() else "cpu")
+            torch.save(model(images).cpu(), "features.pt")
+            """,
+        "train.py": "import torch\nfeatures = torch.load('features.pt', weights_only=True)\n",
+    }
+    assert where(tree(tmp_path, files), tmp_path) == []
+    (tmp_path / "tools/extract.py").write_text("import torch\nmodel = Net().cuda()\n"
+                                              "torch.save(model(images), 'features.pt')\n")
+    assert where(tree(tmp_path, {}), tmp_path) == [("tools/extract.py", 2, "DEV001"), ("train.py", 2, "DEV003")]
+
+
+def test_a_checkpoint_saved_from_cpu_tensors_is_matched_through_the_names_its_path_is_built_from() -> None:
+    """save_network() writes `net.cpu().state_dict()` to "%s_net_%s.pth"; load_network() reads that file back."""
+    source = """
+        def save_network(net, label, epoch):
+            save_filename = "%s_net_%s.pth" % (epoch, label)
+            save_path = os.path.join(opt.checkpoints_dir, save_filename)
+            torch.save(net.cpu().state_dict(), save_path)
+            net.to(opt.device)
+
+        def load_network(net, label, epoch):
+            save_filename = "%s_net_%s.pth" % (epoch, label)
+            save_path = os.path.join(opt.checkpoints_dir, save_filename)
+            net.load_state_dict(torch.load(save_path, weights_only=True))
+        """
+    assert found(source) == []
+    assert found(source.replace("net.cpu().state_dict()", "net.state_dict()")) == [(11, "DEV003")]
+
+
+def test_a_method_is_not_matched_by_its_name_alone(tmp_path: Path) -> None:
+    """Another library's `parse()` called after NCCL starts does not make the options parser's `parse()` CUDA-only."""
+    files = {
+        "options.py": """
+            import argparse
+            import torch
+            class Options:
+                def __init__(self):
+                    self.parser = argparse.ArgumentParser()
+                    self.parser.add_argument("--gpu", type=int, default=0)
+                def parse(self):
+                    opt = self.parser.parse_args()
+                    torch.cuda.set_device(opt.gpu)
+                    return opt
+            """,
+        "train.py": """
+            from options import Options
+            opt = Options().parse()
+            """,
+        "evaluate.py": """
+            import torch.distributed as dist
+            def main(reader, text):
+                dist.init_process_group("nccl")
+                return reader.parse(text)
+            """,
+    }
+    assert where(tree(tmp_path, files), tmp_path) == [("options.py", 10, "DEV012")]
+
+
+def test_calls_are_resolved_by_scope_and_by_the_class_an_object_was_made_from(tmp_path: Path) -> None:
+    """`train()` is the module's function, not a `Trainer.train` method; `trainer.fit()` is Trainer's fit."""
+    files = {
+        "engine.py": """
+            class Trainer:
+                def fit(self, x):
+                    return x.cuda()
+                def train(self):
+                    return self
+            """,
+        "train.py": """
+            import torch.distributed as dist
+            from engine import Trainer
+            def train(x=None):
+                return x.cuda()
+            def ddp_main(x):
+                dist.init_process_group("nccl")
+                train(x)
+                trainer = Trainer()
+                trainer.fit(x)
+            def cpu_main(x):
+                trainer = Trainer()
+                trainer.train()
+            """,
+    }
+    assert where(tree(tmp_path, files), tmp_path) == []
+    script = (tmp_path / "train.py").read_text()
+    (tmp_path / "train.py").write_text(script + "if __name__ == '__main__':\n    train(load())\n")
+    assert where(tree(tmp_path, {}), tmp_path) == [("train.py", 5, "DEV001")]
+
+
+def test_the_finding_says_when_the_lint_cannot_tell() -> None:
+    """A function no call was found to: reported, and the message says the lint cannot tell what its callers check."""
+    [finding] = devicelint.lint_source("def to_gpu(x):\n    return x.cuda()\n", "helpers.py")
+    assert finding.format().endswith(
+        "DEV001 .cuda() outside a CUDA guard: no call to to_gpu() was found, so the lint cannot tell whether its "
+        "callers check for CUDA first")
+    [called] = devicelint.lint_source("def to_gpu(x):\n    return x.cuda()\nto_gpu(batch)\n", "helpers.py")
+    assert called.format().endswith("DEV001 .cuda() outside a CUDA guard")
+
+
+def test_porting_reports_every_cuda_call_guarded_or_not() -> None:
+    """The generated project's `porting = true`: every .cuda() is reported, the guarded one says so."""
+    source = "if torch.cuda.is_available():\n    x = x.cuda()\ny = y.cuda()\n"
+    assert found(source) == [(3, "DEV001")]
+    ported = devicelint.lint_source(source, "train.py", porting=True)
+    assert [(f.line, f.code) for f in ported] == [(2, "DEV001"), (3, "DEV001")]
+    assert ported[0].detail == "guarded, but it still pins device 0"
+
+
+def test_the_projects_own_lint_reports_every_cuda_call(tmp_path: Path) -> None:
+    """A .cuda() added anywhere the project's lint looks (its pyproject's paths, porting on) fails the run."""
+    project = tmp_path / "project"
+    shutil.copytree(LINT.parent.parent, project, ignore=shutil.ignore_patterns(
+        "tests", ".git", ".venv", "runs", "data", "*.egg-info", "__pycache__"))
+    assert subprocess.run([sys.executable, "tools/devicelint.py"], cwd=project).returncode == 0
+    kit = project / "{{ cookiecutter.package_name }}" / "devkit" / "resolve.py"
+    kit.write_text(kit.read_text() + "\n\ndef _spare():\n    if torch.cuda.is_available():\n"
+                                      "        return torch.ones(1).cuda()\n")
+    (project / "train.py").write_text((project / "train.py").read_text() + "\n\ndef _unused(x):\n    return x.cuda()\n")
+    result = subprocess.run([sys.executable, "tools/devicelint.py"], cwd=project, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert sorted(line.split(":")[0] for line in result.stdout.splitlines() if " DEV001 " in line) == \
+        sorted([str(Path("train.py")), str(Path("{{ cookiecutter.package_name }}", "devkit", "resolve.py"))])
+
+
+def test_a_file_marked_as_a_device_module_may_name_devices() -> None:
+    """`# devicelint: device-module` on a line of its own: DEV002/DEV012 quiet there; in a string it is no marker."""
+    source = "d = torch.device('cuda:1')\ntorch.cuda.synchronize()\n"
+    assert found(source) == [(1, "DEV002"), (2, "DEV012")]
+    assert found("# devicelint: device-module -- resolving devices is this file's job\n" + source) == []
+    assert found('NOTE = """\n# devicelint: device-module\n"""\n' + source) == [(4, "DEV002"), (5, "DEV012")]
+    assert found("x = 1  # devicelint: device-module\n" + source) == [(2, "DEV002"), (3, "DEV012")]
+
+
+def test_the_device_kit_copied_into_another_project_is_lint_clean(tmp_path: Path) -> None:
+    """`cp -r devkit/ REPO/` then the lint on REPO (no pyproject settings): exit 0, and the markers are why."""
+    shutil.copytree(PACKAGE_DIR / "devkit", tmp_path / "devkit", ignore=shutil.ignore_patterns("__pycache__"))
+    result = subprocess.run([sys.executable, str(LINT), "."], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for module in (tmp_path / "devkit").glob("*.py"):
+        module.write_text("".join(line for line in module.read_text().splitlines(keepends=True)
+                                  if "devicelint: device-module" not in line))
+    unmarked = subprocess.run([sys.executable, str(LINT), "."], cwd=tmp_path, capture_output=True, text=True)
+    assert unmarked.returncode == 1 and " DEV002 " in unmarked.stdout
+
+
+def test_allow_devices_in_still_names_files_that_may_name_devices(tmp_path: Path) -> None:
+    """--allow-devices-in and [tool.devicelint] allow-devices-in keep working beside the in-file marker."""
+    (tmp_path / "config.py").write_text("DEVICE = 'cuda'\n")
+    assert devicelint.main([str(tmp_path / "config.py")]) == 1
+    assert devicelint.main(["--allow-devices-in", "config.py", str(tmp_path / "config.py")]) == 0
+    (tmp_path / "pyproject.toml").write_text('[tool.devicelint]\nallow-devices-in = ["config.py"]\n')
+    assert devicelint.main([str(tmp_path / "config.py")]) == 0
+
+
+# Round 5: shapes of the false alarms and misses held-out set 4 showed (reduced, not copied).
+ROUND5_QUIET = {
+    "cuda_type_test_guards": """
+        def pad(out, planes):
+            zero_pads = torch.zeros(out.size(0), planes)
+            if isinstance(out.data, torch.cuda.FloatTensor):
+                zero_pads = zero_pads.cuda()
+            if out.type() == "torch.cuda.HalfTensor":
+                zero_pads = zero_pads.half().cuda()
+            return torch.cat([out, zero_pads], 1)
+        """,
+    "backend_asked_for_by_name": """
+        def acquire(args):
+            if args.gpu_type == "mps":
+                return torch.device("mps")
+            return torch.device("cpu")
+        """,
+}
+
+
+@pytest.mark.parametrize("source", ROUND5_QUIET.values(), ids=ROUND5_QUIET.keys())
+def test_round5_false_alarms_stay_quiet(source: str) -> None:
+    """A CUDA type test guards like `x.is_cuda`; a backend the user names by hand is asked for."""
+    assert found(source) == []
+
+
+ROUND5_FOUND = {
+    "accelerator_default_of_any_option": ("""
+        parser.add_argument("--gpu_type", type=str, default="cuda", help="cuda or mps")
+        """, [(2, "DEV002")]),
+    "device_map_names_the_device": ("""
+        pipeline = Pipeline.from_pretrained("org/model", device_map="cuda")
+        """, [(2, "DEV002")]),
+}
+
+
+@pytest.mark.parametrize(("source", "expected"), ROUND5_FOUND.values(), ids=ROUND5_FOUND.keys())
+def test_round5_misses_are_found(source: str, expected: list) -> None:
+    """An argparse default naming an accelerator whatever the option is called; `device_map="cuda"`."""
+    assert found(source) == expected
+
+
+def test_code_nothing_calls_is_unreached_even_when_wrapped_or_named_like_another_files(tmp_path: Path) -> None:
+    """`@torch.no_grad()` registers nothing; another script's own `fliplr()` calls are not calls of this one;
+    `vars(opt)` evaluates no names."""
+    files = {
+        "evaluate.py": """
+            import torch
+            @torch.no_grad()
+            def create_submission(model, images):
+                return model(images.cuda())
+            @app.route("/predict")
+            def predict(images):
+                return images.cuda()
+            """,
+        "train.py": """
+            import yaml
+            def fliplr(img):
+                return img.flip(3).cuda()
+            yaml.dump(vars(opt), stream)
+            """,
+        "test.py": """
+            def fliplr(img):
+                return img.flip(3)
+            img = fliplr(load())
+            """,
+    }
+    assert where(tree(tmp_path, files), tmp_path) == [("evaluate.py", 8, "DEV001")]
+
+
+def test_a_tool_built_on_a_cuda_only_extension_runs_only_where_cuda_exists(tmp_path: Path) -> None:
+    """A script importing a module that imports a CUDAExtension at its top level cannot run without CUDA."""
+    files = {
+        "extension/setup.py": "setup(ext_modules=[CUDAExtension('gnn_propagate', ['propagate.cu'])])\n",
+        "reranking.py": "import torch\nimport gnn_propagate\ndef rerank(x):\n    return gnn_propagate.run(x)\n",
+        "evaluate_rerank.py": "import torch\nfrom reranking import rerank\nfeatures = load().cuda()\n",
+        "evaluate.py": "import torch\nfeatures = load().cuda()\n",
+    }
+    assert where(tree(tmp_path, files), tmp_path) == [("evaluate.py", 2, "DEV001")]
+
+
+def test_a_checkpoint_a_helper_saved_earlier_in_the_same_run_is_not_from_elsewhere(tmp_path: Path) -> None:
+    """EarlyStopping's __call__ saves checkpoint.pth; train() loads it back at its end: one process, its own file."""
+    files = {
+        "utils/tools.py": """
+            import torch
+            class EarlyStopping:
+                def __call__(self, loss, model, path):
+                    torch.save(model.state_dict(), path + "/" + "checkpoint.pth")
+            """,
+        "exp.py": """
+            import torch
+            from utils.tools import EarlyStopping
+            def train(model, path):
+                model.to(device)
+                early_stopping = EarlyStopping()
+                early_stopping(1.0, model, path)
+                best_model_path = path + "/" + "checkpoint.pth"
+                model.load_state_dict(torch.load(best_model_path))
+
+            def test(model, setting):
+                model.load_state_dict(torch.load("./checkpoints/" + setting + "/checkpoint.pth"))
+
+            if __name__ == "__main__":
+                train(Net(), "out")
+                test(Net(), "run1")
+            """,
+    }
+    assert where(tree(tmp_path, files), tmp_path) == [("exp.py", 12, "DEV003"), ("exp.py", 12, "DEV004")]
+
+
+def test_a_default_every_caller_overrides_is_never_used_in_an_application(tmp_path: Path) -> None:
+    """`device='cuda'` defaults of a class and a function every call in the application overrides are quiet;
+    in an installable package (its users are callers too) they are reported."""
+    files = {
+        "models.py": """
+            import torch
+            class MIC(torch.nn.Module):
+                def __init__(self, size, device="cuda"):
+                    self.device = device
+            def prepare_z(n, device="cuda"):
+                return torch.randn(n, device=device)
+            """,
+        "train.py": """
+            from models import MIC, prepare_z
+            layer = MIC(8, device=torch.device("cpu"))
+            z = prepare_z(4, device=layer.device)
+            """,
+    }
+    assert where(tree(tmp_path, files), tmp_path) == []
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='p')\n")
+    assert where(tree(tmp_path, {}), tmp_path) == [("models.py", 4, "DEV002"), ("models.py", 6, "DEV002")]
+
+
+def test_only_an_explicit_cpu_save_vouches_for_a_file_other_scripts_load(tmp_path: Path) -> None:
+    """A helper file that moves nothing itself may save what a caller put on the GPU: other files still need
+    map_location; a save of `.cpu()` tensors vouches."""
+    files = {
+        "utils/tools.py": "import torch\ndef save(model, path):\n"
+                          "    torch.save(model.state_dict(), path + '/best.pth')\n",
+        "train.py": "import torch\nfrom utils.tools import save\nmodel = Net().to(device)\nsave(model, out)\n",
+        "test.py": "import torch\nstate = torch.load(out + '/best.pth', weights_only=True)\n",
+    }
+    assert where(tree(tmp_path, files), tmp_path) == [("test.py", 2, "DEV003")]
+    (tmp_path / "utils/tools.py").write_text(
+        "import torch\ndef save(model, path):\n    torch.save({k: v.cpu() for k, v in model.state_dict().items()},"
+        " path + '/best.pth')\n")
+    assert where(tree(tmp_path, {}), tmp_path) == []
+
+
+def test_a_config_flag_set_true_is_not_the_command_lines_flag_of_the_same_name() -> None:
+    """`cfg.CUDA = True` does not make `args.cuda` (`--cuda`, store_true) a wish; `args.cuda > 0` asks like `args.cuda`
+    (held-out 5, after its score)."""
+    source = """
+        parser.add_argument("--cuda", dest="cuda", action="store_true")
+        args = parser.parse_args()
+        if args.cuda:
+            cfg.CUDA = True
+            model.cuda()
+        if args.cuda > 0:
+            batch = batch.cuda()
+        """
+    assert found(source) == []
+    assert found(source.replace("cfg.CUDA = True", "args.cuda = True")) == [(6, "DEV001"), (8, "DEV001")]
