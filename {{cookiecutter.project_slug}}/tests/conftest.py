@@ -1,25 +1,52 @@
-"""Shared fixtures: the devices to test on, tiny demo data written to disk, and a faked CUDA backend."""
+"""Shared fixtures: the devices to test on, tiny demo data written to disk, and a faked CUDA backend.
+
+Also what the suite decides for itself, whatever machine runs it (see "The machine decides nothing" below).
+"""
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import importlib
 import os
+import shutil
+import tempfile
 from unittest import mock
 
 import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import DEVICE_ENV_VAR, TrainConfig
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_dataset
 from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 
-# Runs compared bit for bit must use one thread count (it changes the order of CPU float sums), and train.py's
-# default follows the machine's load: so one thread for every run here and in the processes the tests start,
-# unless the caller chose. The tests of the default itself unset it (test_settings, test_resume).
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+# --- The machine decides nothing ---------------------------------------------------------------------------------
+# A user's shell, caches and load must change no result. Pinned when pytest imports this file: before any test module,
+# any fixture of any scope, and any process a test starts (they inherit os.environ). Left to the machine on purpose:
+# CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (which GPUs it has: every test passes with 0, 1 or 2), GLOO_SOCKET_IFNAME
+# (how its ranks reach each other), XDG_CACHE_HOME (matplotlib's font cache; torch hub reads TORCH_HOME first).
+
+# Runs compared bit for bit must use one thread count (it changes the order of CPU float sums), and train.py's default
+# follows OMP_NUM_THREADS, else the machine's load: one thread in every process, whatever the caller's shell says.
+# The tests of the default itself set or unset it (test_settings, test_resume).
+os.environ["OMP_NUM_THREADS"] = "1"
+torch.set_num_threads(1)  # this process read the variable when it imported torch, above
+# The device: the generated default, which the tests' expectations assume (test_config sets the variable itself).
+# A pause left set, or a shell inside a torchrun job, would pause or distribute runs that expect neither.
+for _name in (DEVICE_ENV_VAR, PAUSE_ENV_VAR, "RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+              "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT"):
+    os.environ.pop(_name, None)
+# Trackers: the tests that log name their own offline places; no account or server of the user's is reached.
+for _name in [name for name in os.environ if name.startswith(("MLFLOW_", "WANDB_"))]:
+    os.environ.pop(_name)
+# Pretrained weights: an empty hub cache of the session's own (TORCH_HOME wins over XDG_CACHE_HOME and ~/.cache), so
+# no fixture of any scope starts from weights the machine has cached; each test then gets its own (offline_weights).
+SESSION_TORCH_HOME = tempfile.mkdtemp(prefix="pytest-torch-home-")
+atexit.register(shutil.rmtree, SESSION_TORCH_HOME, ignore_errors=True)
+os.environ["TORCH_HOME"] = SESSION_TORCH_HOME
 
 # How long a test waits on a child process before calling it hung. A hang guard, never a speed limit: generous, so
 # a loaded machine makes the suite slower but not red (timings belong in benchmarks/). TEST_HANG_S changes it.
@@ -171,17 +198,26 @@ def cpu_data_parallel(module: nn.Module) -> nn.DataParallel:
         return nn.DataParallel(module)
 
 
-@pytest.fixture(autouse=True)
-def offline_weights(tmp_path_factory, monkeypatch):
-    """Tests run as on a machine without internet: an empty hub cache (TORCH_HOME) and no downloads, so
-    the project's pretrained default falls back to training from scratch, as it does offline."""
-    monkeypatch.setenv("TORCH_HOME", str(tmp_path_factory.mktemp("torch-home")))
-    monkeypatch.setattr("urllib.request.urlopen", _no_network)
-
-
 def _no_network(*args, **kwargs):
     """Stand in for a machine without internet (downloading is not what any test checks)."""
     raise OSError("network is unreachable (tests run offline)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def offline():
+    """No downloads in this process, from the first fixture of any scope on. torch hub is patched by its own name:
+    it imported urlopen from urllib, so patching urllib's alone leaves it online."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("urllib.request.urlopen", _no_network)
+        patch.setattr(torch.hub, "download_url_to_file", _no_network)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def offline_weights(tmp_path_factory, monkeypatch):
+    """Each test its own empty hub cache (TORCH_HOME): the project's pretrained default trains from scratch, as it
+    does offline, and a weights file a test writes there is seen by no other test."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path_factory.mktemp("torch-home")))
 
 
 def train_one_thread(argv: list[str]) -> int:

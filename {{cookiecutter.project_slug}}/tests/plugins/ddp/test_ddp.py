@@ -45,9 +45,11 @@ def torchrun(nproc: int, *args: str, script: str = "train.py") -> subprocess.Com
 
 
 def _ddp_args(tiny_data: Path, out: Path) -> list[str]:
-    # The smallest stock backbone: DDP does not care, and 18 MB checkpoints keep a run near 30 s
+    # The smallest stock backbone: DDP does not care, and 18 MB checkpoints keep a run near 30 s. --no-pretrained:
+    # runs compared with ddp_run start where it started, whatever hub cache each finds (issue 46).
     return ["--device", "cpu", "--parallel", "ddp", "--data", str(tiny_data), "--image-size", "32",
-            "--batch-size", "4", "--epochs", "1", "--backbone", "mobilenet_v3_small", "--out", str(out)]
+            "--batch-size", "4", "--epochs", "1", "--backbone", "mobilenet_v3_small", "--no-pretrained",
+            "--out", str(out)]
 
 
 def _same_training_state(path: Path, reference: Path) -> None:
@@ -116,7 +118,7 @@ def test_ddp_with_nccl_puts_each_rank_on_its_own_gpu(tiny_data, tmp_path):
     """On GPUs, `--device auto` gives rank r cuda:r, nccl carries the gradients, and the run finishes."""
     out = tmp_path / "run"
     result = torchrun(min(CUDA_COUNT, 2), "--device", "auto", "--parallel", "ddp", "--data", str(tiny_data),
-                      "--image-size", "32", "--batch-size", "4", "--epochs", "1", "--out", str(out))
+                      "--image-size", "32", "--batch-size", "4", "--epochs", "1", "--no-pretrained", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "device: cuda:0" in result.stdout and "weights identical on every rank" in result.stdout
     assert sorted(path.name for path in out.iterdir()) == RUN_FILES
