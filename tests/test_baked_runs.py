@@ -121,6 +121,24 @@ def test_quick_tier_passes(bake_checks, answers):
     assert result["pytest_code"] == 0, describe(proc)
 
 
+# The answer bakes that bring plugins (plugins/ and tests/plugins/: ddp, a tracker, gpu_decode): their quick
+# tests run in the bake's quick tier above; their slow ones (real torchrun jobs, tracker resumes) run here.
+PLUGIN_BAKES = [answers for answers in ANSWER_SETS
+                if answers.get("multi_gpu") == "ddp" or answers.get("tracker", "csv") != "csv"
+                or answers.get("gpu_decode") == "yes"]
+
+
+@pytest.mark.parametrize("answers", PLUGIN_BAKES, ids=bake_id)
+def test_plugin_slow_tests_pass(bakery, answers, tmp_path):
+    """The slow tests of the plugins an answer bake brings pass there (`pytest tests/plugins -m slow`)."""
+    project = bakery.project(**answers)
+    assert (project / "tests" / "plugins").is_dir(), f"{bake_id(answers)} brings no plugin tests"
+    suite = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow", "tests/plugins",
+                 f"--basetemp={tmp_path / 'plugins'}"], cwd=project, timeout=2700, OMP_NUM_THREADS="1")
+    shutil.rmtree(tmp_path / "plugins", ignore_errors=True)
+    assert suite.returncode in (0, 5), describe(suite)  # 5: no slow test in the folders this bake brings
+
+
 def readme_venv(project: Path, venv: Path) -> Path:
     """The generated README's virtual environment, offline: `python -m venv` as it says, then this interpreter's
     packages (torch, torchvision, pytest...) made visible in it instead of downloading them. Its python."""
