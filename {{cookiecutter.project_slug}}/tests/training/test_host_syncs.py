@@ -14,7 +14,6 @@ import warnings
 
 import pytest
 import torch
-import torch.distributed as dist
 from PIL import Image
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
@@ -25,7 +24,7 @@ from {{ cookiecutter.package_name }}.data.transforms import Preprocessing
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.metrics import new_confusion, update_confusion
 from {{ cookiecutter.package_name }}.model import build_model
-from {{ cookiecutter.package_name }}.training import distributed, epochs, loop, recipe, stopping
+from {{ cookiecutter.package_name }}.training import epochs, loop, recipe, stopping
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 CPU, META = torch.device("cpu"), torch.device("meta")
@@ -164,25 +163,6 @@ def test_adamw_is_fused_where_the_device_has_the_kernel():
     for device, fused in ((CPU, True), (META, None)):
         model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=device)
         assert recipe.make_optimizer(model, cfg).defaults["fused"] is fused, device
-
-
-@pytest.fixture
-def one_rank_group():
-    """A real (gloo, one-rank) process group, so the ddp code paths run in this process."""
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        distributed.stop_distributed()
-
-
-def test_the_ddp_step_agreement_keeps_its_flags_on_the_host(one_rank_group):
-    """Under ddp the ranks agree on stop/save with host values: a run whose device cannot be read (meta) agrees."""
-    assert distributed.is_distributed()
-    totals = loop.RunningTotals.start(META)
-    for step in (1, 2, 3):
-        epochs.at_step_boundary(_stand_in_run(META), None, 1, step, totals)
-    assert distributed.max_on_any_rank([0, 3]) == [0, 3]
 
 
 @pytest.mark.cuda
