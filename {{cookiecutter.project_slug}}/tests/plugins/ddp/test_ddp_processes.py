@@ -1,11 +1,10 @@
-"""The ranks as the core sees them (DistributedProcesses): the validation figures of the whole split on every rank,
-the per-step agreement kept on the host, and which GPU a rank may train on."""
+"""The ranks as the core sees them (DistributedProcesses): rank 0's decisions on every rank, the validation figures of
+the whole split on every rank, the per-step agreement kept on the host, and which GPU a rank may train on."""
 
 from __future__ import annotations
 
 import os
 import types
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +12,7 @@ import torch.multiprocessing as mp
 from ddp_helpers import free_port, torchrun_env
 from torch import nn
 
+from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.metrics import new_confusion
 from {{ cookiecutter.package_name }}.plugins.ddp import PLUGIN
 from {{ cookiecutter.package_name }}.plugins.ddp.processes import DistributedProcesses
@@ -53,25 +53,70 @@ def _matrix(samples: list, processes: Processes) -> torch.Tensor:
     return confusion
 
 
+def _outcome(decide, processes: DistributedProcesses) -> str:
+    """What `processes.decide(decide)` came to on this rank: the decision, or the error it raised."""
+    try:
+        return f"decided {processes.decide(decide)}"
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+
+
+def _refuse() -> None:
+    raise ConfigError("--out runs/x is another run's folder")
+
+
+def _crash() -> None:
+    raise OSError("disk gone")
+
+
 def _rank(rank: int, world: int, port: int, result_dir: str) -> None:
+    """One rank of a real two-rank gloo job: its confusion matrix, and what rank 0's decisions came to here."""
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     os.environ.pop("TORCHELASTIC_RESTART_COUNT", None)
     processes = DistributedProcesses(CPU)
     try:
-        torch.save(_matrix(_dataset(), processes), os.path.join(result_dir, f"rank{rank}.pt"))
+        outcomes = [_outcome(lambda: f"rank {processes.rank}'s folder", processes),
+                    _outcome(_refuse, processes), _outcome(_crash, processes)]
+        torch.save({"confusion": _matrix(_dataset(), processes), "outcomes": outcomes,
+                    "flags": processes.max([0, rank, 5 * (1 - rank)]), "gathered": processes.gather(f"rank {rank}")},
+                   os.path.join(result_dir, f"rank{rank}.pt"))
     finally:
         processes.close()
 
 
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> list[dict]:
+    """What each rank of a two-rank gloo job (mp.spawn, a process each) saved."""
+    results = tmp_path_factory.mktemp("two-ranks")
+    mp.spawn(_rank, args=(2, free_port(), str(results)), nprocs=2, join=True)
+    return [torch.load(results / f"rank{rank}.pt", map_location="cpu", weights_only=True) for rank in range(2)]
+
+
 @pytest.mark.slow
-def test_every_rank_gets_the_confusion_matrix_of_the_whole_split(tmp_path: Path):
+def test_every_rank_gets_the_confusion_matrix_of_the_whole_split(two_ranks):
     """Two gloo ranks, each evaluating its half of the images: both end with the matrix one process gets from all."""
-    mp.spawn(_rank, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     whole = _matrix(_dataset(), Processes())
     assert whole.sum() == 24
-    for rank in range(2):
-        assert torch.equal(torch.load(tmp_path / f"rank{rank}.pt", map_location="cpu", weights_only=True), whole)
+    for saved in two_ranks:
+        assert torch.equal(saved["confusion"], whole)
+
+
+@pytest.mark.slow
+def test_the_ranks_agree_on_each_flags_maximum_and_see_every_ranks_value(two_ranks):
+    """A flag one rank raised (a stop signal, a save due) is every rank's after the per-step agreement."""
+    assert [saved["flags"] for saved in two_ranks] == [[0, 1, 5]] * 2
+    assert [saved["gathered"] for saved in two_ranks] == [["rank 0", "rank 1"]] * 2
+
+
+@pytest.mark.slow
+def test_rank_0_decides_for_every_rank_and_its_refusal_or_failure_reaches_them_all(two_ranks):
+    """Rank 0's decision is every rank's; its refusal is every rank's one line; when it fails, the others fail too
+    instead of waiting for a decision forever."""
+    decided, refused, crashed = zip(*(saved["outcomes"] for saved in two_ranks))
+    assert decided == ("decided rank 0's folder",) * 2
+    assert refused == ("ConfigError: --out runs/x is another run's folder",) * 2
+    assert crashed[0] == "OSError: disk gone" and crashed[1].startswith("ConfigError: rank 0 failed"), crashed
 
 
 def test_the_ddp_step_agreement_keeps_its_flags_on_the_host(monkeypatch):
