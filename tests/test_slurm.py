@@ -1,8 +1,9 @@
-"""The generated project's SLURM batch script on a real one-node SLURM cluster.
+"""The SLURM batch script of a project generated with scheduler=slurm (and multi_gpu=ddp) on a real one-node cluster.
 
 `scripts/slurm_train.sh` is submitted as generated, with only its resource lines and data changed
-(SUBSTITUTIONS, also listed in the README), and stopped three ways at a known mid-epoch step (the
-project's pause hook holds its first run after step 2 of epoch 1): `scontrol requeue`, the time
+(SUBSTITUTIONS, also listed in the README) and train.py run through the project's tests/paused_train.py
+(train.py with the tests' pause points), and stopped three ways at a known mid-epoch step (TEST_PAUSE_AT
+holds its first run after step 2 of epoch 1): `scontrol requeue`, the time
 limit (`--time` with the script's `--signal=B:USR1@...` trap), and preemption by a job in a
 higher-priority partition; the requeue also with a loader worker (`--workers 1`), whose process slurmd
 signals too. Each time the job must save that step, come back, resume there, exit 0
@@ -26,11 +27,13 @@ import pytest
 import torch
 from helpers import DEFAULT_PACKAGE, same_training_state, subprocess_env
 
+ANSWERS = {"multi_gpu": "ddp", "scheduler": "slurm"}  # the answers that bring the batch script and torchrun's ranks
+
 CLUSTER = os.environ.get("TEMPLATE_SLURM_CLUSTER")
 pytestmark = pytest.mark.xdist_group("cluster")  # one worker runs these and the two-node tests (test_two_nodes.py)
 needs_cluster = pytest.mark.skipif(
     not CLUSTER, reason='needs a SLURM cluster: as root, eval "$(scripts/slurm/up.sh)" first (README, "SLURM test")')
-PAUSE_ENV_VAR = f"{DEFAULT_PACKAGE.upper()}_TEST_PAUSE_AT"
+PAUSE_ENV_VAR = "TEST_PAUSE_AT"  # read by the project's tests/paused_train.py
 PAUSE_AT = "step:1:2"  # the first run of each job waits after step 2 of epoch 1 until a stop request arrives
 SCRIPT = "scripts/slurm_train.sh"
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "DEADLINE"}
@@ -48,6 +51,7 @@ def substitutions(data: Path, runs: Path, time_limit: str, signal_at: str, worke
         ("#SBATCH --time=24:00:00", f"#SBATCH --time={time_limit}"),
         ("#SBATCH --signal=B:USR1@300", f"#SBATCH --signal=B:USR1@{signal_at}"),
         ("--nproc_per_node=8", "--nproc_per_node=1"),
+        ("    train.py --parallel ddp", "    tests/paused_train.py --parallel ddp"),  # the tests' pause points
         ("--data /shared/imagenet --epochs 90", f"--data {data} {TRAIN_ARGS} --workers {workers}"),
         ("/shared/runs/", f"{runs}/"),
     ]
@@ -64,7 +68,7 @@ def adapted_script(project: Path, **values) -> str:
 
 def test_the_docs_show_the_batch_script_line_for_line(bakery):
     """docs/preemption.md's SLURM block is scripts/slurm_train.sh, and every substitution still applies."""
-    project = bakery.project()
+    project = bakery.project(**ANSWERS)
     docs = (project / "docs" / "preemption.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```bash\n(.*?)```", docs, flags=re.S)
     script = (project / SCRIPT).read_text(encoding="utf-8")
@@ -77,7 +81,7 @@ def test_each_job_gets_a_rendezvous_port_of_its_own(bakery, tmp_path):
 
     A fixed port put two jobs whose first node was the same into one rendezvous; scancel of one killed both.
     """
-    project, bin_dir = bakery.project(), tmp_path / "bin"
+    project, bin_dir = bakery.project(**ANSWERS), tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "scontrol").write_text("#!/bin/sh\necho node0\n", encoding="utf-8")
     (bin_dir / "srun").write_text('#!/bin/sh\necho "$@" >> "$SRUN_LOG"\n', encoding="utf-8")
@@ -175,8 +179,6 @@ class Job:
         return text
 
 
-
-
 class Reference:
     """The same torchrun command outside SLURM, uninterrupted: the weights every job must end with."""
 
@@ -205,8 +207,8 @@ class Reference:
 
 @pytest.fixture(scope="module")
 def cluster_run(bakery, tmp_path_factory):
-    """The default project, its data, a submit(name, ...) for jobs (cancelled at the end) and the reference run."""
-    project = bakery.project()
+    """The project, its data, a submit(name, ...) for jobs (cancelled at the end) and the reference run."""
+    project = bakery.project(**ANSWERS)
     workdir = tmp_path_factory.mktemp("slurm")
     data = workdir / "data"
     write = (f"from {DEFAULT_PACKAGE}.data import write_demo_dataset; "

@@ -1,13 +1,14 @@
-"""The generated project on two simulated nodes: the docs' multi-node torchrun command, run as a user would.
+"""A multi_gpu=ddp project on two simulated nodes: the docs' multi-node torchrun command, run as a user would.
 
 scripts/netns/two_nodes.sh makes two network namespaces joined by a veth pair (addresses only inside
 them); each node also has its own hostname and /etc/hosts. Every case runs the command of the
-generated docs/scale-and-precision.md with one process per node and a loader worker (`--workers 1`)
+generated docs/multi-node.md with one process per node and a loader worker (`--workers 1`)
 on the demo data at 32 px, and must end with weights equal bit for bit to `torchrun --standalone
 --nproc_per_node=2`: as it is; after a SIGKILL of node 1's worker mid-epoch (`--max-restarts 2`);
 after SIGTERM to every process group of both nodes mid-epoch and a second launch with `--resume
 auto`; and on node-local disks, where node 1 never sees the run folder node 0 writes. A node whose
-name resolves to 127.0.1.1 gets one line naming GLOO_SOCKET_IFNAME.
+name resolves to 127.0.1.1 gets one line naming GLOO_SOCKET_IFNAME. The mid-epoch cases hold rank 1 at a
+step through the project's tests/paused_train.py (train.py with the tests' pause points, TEST_PAUSE_AT).
 
 Needs root (network namespaces, bind mounts): `.ci/run` runs as root; skipped elsewhere. Each case
 prints its time and the exit codes seen.
@@ -34,7 +35,9 @@ CAN_RUN = os.geteuid() == 0 and all(shutil.which(tool) for tool in ("ip", "unsha
 # one xdist group with the SLURM tests (test_slurm.py): one worker runs the cluster cases, one after another
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster"), pytest.mark.skipif(
     not CAN_RUN, reason="needs root for network namespaces (ip, unshare); .ci/run runs as root")]
-PAUSE_ENV_VAR = f"{DEFAULT_PACKAGE.upper()}_TEST_PAUSE_AT"
+ANSWERS = {"multi_gpu": "ddp"}  # the answer that brings torchrun's machinery and docs/multi-node.md
+PAUSE_ENV_VAR = "TEST_PAUSE_AT"  # read by the project's tests/paused_train.py, which the paused launches run
+PAUSED_TRAIN = "tests/paused_train.py"
 PAUSE_AT = "step:1:2"  # rank 1's first attempt waits after step 2 of epoch 1's 3 (until a stop request)
 TRAIN_ARGS = ["--device", "cpu", "--image-size", "32", "--batch-size", "4", "--epochs", "1", "--no-pretrained",
               "--backbone", "mobilenet_v3_small", "--workers", "1"]
@@ -45,14 +48,14 @@ PORTS = itertools.count(29500)  # the namespaces are this test's own: any port i
 def documented_command(project: Path, port: int, out: Path, data: Path, *extra_train: str,
                        max_restarts: int = 0) -> list[str]:
     """The docs' multi-node torchrun command: one process per node, node0 as rendezvous host, our data and folder."""
-    docs = (project / "docs" / "scale-and-precision.md").read_text(encoding="utf-8")
+    docs = (project / "docs" / "multi-node.md").read_text(encoding="utf-8")
     block = re.search(r"```\n(torchrun --nnodes=2 .*?)```", docs, flags=re.S).group(1)
     for old, new in [("torchrun ", f"{sys.executable} -m torch.distributed.run --max-restarts={max_restarts} "),
                      ("--nproc_per_node=8", "--nproc_per_node=1"),
                      ("node0.cluster:29500", f"node0:{port}"),
                      ("--epochs 90 --data /shared/imagenet --out /shared/runs/exp1",
                       f"--data {data} --out {out} {' '.join(TRAIN_ARGS + list(extra_train))}")]:
-        assert block.count(old) == 1, f"docs/scale-and-precision.md's multi-node command should contain {old!r} once"
+        assert block.count(old) == 1, f"docs/multi-node.md's multi-node command should contain {old!r} once"
         block = block.replace(old, new)
     return block.replace("\\\n", " ").split()
 
@@ -112,9 +115,12 @@ class World:
     def launch(self, out: Path, name: str, *extra_train: str, max_restarts: int = 0,
                env: dict[str, str] | None = None, node_env: dict[int, dict[str, str]] | None = None
                ) -> tuple[list[subprocess.Popen], list[Path]]:
-        """The documented command on both nodes at once; the agents and their logs."""
+        """The documented command on both nodes at once; the agents and their logs. With a pause point in `env`,
+        train.py runs through the tests' pause points (tests/paused_train.py), as the project's own tests do."""
         command = documented_command(self.project, next(PORTS), out, self.data, *extra_train,
                                      max_restarts=max_restarts)
+        if PAUSE_ENV_VAR in (env or {}):
+            command = [PAUSED_TRAIN if arg == "train.py" else arg for arg in command]
         logs = [self.workdir / f"{name}.node{node}.log" for node in (0, 1)]
         agents = [self.start(node, command, logs[node], **(env or {}), **(node_env or {}).get(node, {}))
                   for node in (0, 1)]
@@ -152,16 +158,14 @@ def _paused_pid(agents: list[subprocess.Popen], logs: list[Path]) -> int:
     return int(match.group(1))
 
 
-
-
 def timing(case: str, started: float, codes: list) -> None:
     print(f"two nodes, {case}: {time.monotonic() - started:.1f} s, exit codes {codes}")
 
 
 @pytest.fixture(scope="module")
 def world(bakery, tmp_path_factory):
-    """Two nodes for the default project, with its demo data; torn down (processes, namespaces) at the end."""
-    two = World(bakery.project(), tmp_path_factory.mktemp("two-nodes"))
+    """Two nodes for a multi_gpu=ddp project, with its demo data; torn down (processes, namespaces) at the end."""
+    two = World(bakery.project(**ANSWERS), tmp_path_factory.mktemp("two-nodes"))
     yield two
     two.close()
 

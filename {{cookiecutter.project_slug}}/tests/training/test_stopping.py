@@ -2,6 +2,7 @@
 
 import os
 import signal
+import time
 import types
 from unittest import mock
 
@@ -50,6 +51,26 @@ def test_a_second_signal_aborts_at_once_and_handlers_are_restored():
             os.kill(os.getpid(), signal.SIGINT)
             os.kill(os.getpid(), signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is before and stop.signum == signal.SIGINT
+
+
+def test_a_repeated_sigterm_changes_nothing_but_a_later_sigint_aborts():
+    """SIGTERM twice is one stop request (exit 143 when the run stops); Ctrl-C after it still aborts at once.
+
+    Schedulers send SIGTERM more than once (under SLURM, slurmstepd's and torchrun's copy milliseconds apart):
+    the second must not cut the save the first asked for."""
+    stop = StopRequest()
+    with stop.installed():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)  # handlers run between bytecodes: let both run inside this block
+        except KeyboardInterrupt:
+            pytest.fail("the repeated SIGTERM aborted (KeyboardInterrupt)")
+        assert stop() and stop.signum == signal.SIGTERM
+        assert TrainingInterrupted(stop.signum, 1, 2).exit_code == 143
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs between bytecodes: give it one
 
 
 class _NaNFromStep:

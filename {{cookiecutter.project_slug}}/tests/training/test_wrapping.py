@@ -1,11 +1,7 @@
-"""Wrappers (DataParallel, DDP, torch.compile), unwrapping, and choosing a parallel mode."""
-
-import gc
-from pathlib import Path
+"""Wrappers (DataParallel, torch.compile), unwrapping, and choosing a parallel mode."""
 
 import pytest
 import torch
-import torch.distributed as dist
 from conftest import cpu_data_parallel
 from torch import nn
 
@@ -15,17 +11,9 @@ from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.devkit.checkpoint import load_model_state, model_state, strip_wrapper_prefixes, unwrap
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier
-from {{ cookiecutter.package_name }}.training.distributed import (
-    check_replicas_agree,
-    eval_shard,
-    process_group_backend,
-    reduce_sums,
-    stop_distributed,
-    train_sampler,
-    weights_digest,
-)
+from {{ cookiecutter.package_name }}.processes import Processes
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
-from {{ cookiecutter.package_name }}.training.loop import StepRecipe, train_one_epoch
+from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
 from {{ cookiecutter.package_name }}.training.wrapping import ParallelError, check_compile, resolve_parallel, wrap_model
 
 CPU = torch.device("cpu")
@@ -42,19 +30,17 @@ def _model(seed: int = 0, device: torch.device = CPU) -> Classifier:
         return Classifier(backbone, 8, 4)
 
 
+def same_weights(model: nn.Module, other: nn.Module) -> bool:
+    """Whether two models (wrappers removed) hold the same tensors under the same names, bit for bit."""
+    mine, theirs = unwrap(model).state_dict(), unwrap(other).state_dict()
+    return mine.keys() == theirs.keys() and all(torch.equal(mine[key], theirs[key]) for key in mine)
+
+
 @pytest.fixture
 def not_under_torchrun(monkeypatch):
     """A process that torchrun did not start, whatever launched the test suite."""
     for name in TORCHRUN_VARS:
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def one_process_group(tmp_path, not_under_torchrun):
-    """A real gloo process group of one rank, torn down afterwards."""
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def test_dataparallel_on_cpu_leaves_outputs_and_state_dict_keys_unchanged_after_unwrap(any_gpu_count):
@@ -73,11 +59,10 @@ def test_dataparallel_on_cpu_leaves_outputs_and_state_dict_keys_unchanged_after_
         torch.testing.assert_close(wrapped(images), model(images))
 
 
-def test_unwrap_strips_ddp_and_compile_in_any_nesting(one_process_group, any_gpu_count):
-    """DDP inside compile, compile inside DataParallel: unwrap always reaches the plain model."""
+def test_unwrap_strips_dataparallel_and_compile_in_any_nesting(any_gpu_count):
+    """Compile inside DataParallel, DataParallel inside compile: unwrap always reaches the plain model."""
     model = _model()
-    for wrapped in (nn.parallel.DistributedDataParallel(model), torch.compile(cpu_data_parallel(model)),
-                    cpu_data_parallel(torch.compile(model)), torch.compile(nn.parallel.DistributedDataParallel(model))):
+    for wrapped in (torch.compile(cpu_data_parallel(model)), cpu_data_parallel(torch.compile(model))):
         assert unwrap(wrapped) is model
         assert any(key.startswith(("module.", "_orig_mod.")) for key in wrapped.state_dict())
         assert list(strip_wrapper_prefixes(wrapped.state_dict())) == list(model.state_dict())
@@ -86,14 +71,12 @@ def test_unwrap_strips_ddp_and_compile_in_any_nesting(one_process_group, any_gpu
 WRAPPERS = {
     "plain": lambda m: m,
     "dp": cpu_data_parallel,
-    "ddp": nn.parallel.DistributedDataParallel,
     "compile": torch.compile,
 }
 
 
 @pytest.mark.parametrize("source", WRAPPERS)
-def test_a_checkpoint_from_any_wrapper_loads_into_any_other_and_into_a_plain_model(source, one_process_group,
-                                                                                   any_gpu_count):
+def test_a_checkpoint_from_any_wrapper_loads_into_any_other_and_into_a_plain_model(source, any_gpu_count):
     """Saved through unwrap, the weights of a wrapped model load into every wrapper and give equal outputs."""
     trained = WRAPPERS[source](_model(seed=1))
     state = model_state(unwrap(trained))
@@ -103,7 +86,7 @@ def test_a_checkpoint_from_any_wrapper_loads_into_any_other_and_into_a_plain_mod
     for target in WRAPPERS:
         fresh = WRAPPERS[target](_model(seed=2))
         load_model_state(unwrap(fresh), state, f"{source} checkpoint")
-        assert weights_digest(fresh) == weights_digest(trained)
+        assert same_weights(fresh, trained)
         torch.testing.assert_close(unwrap(fresh).eval()(images), expected)
 
 
@@ -117,36 +100,27 @@ def test_asking_for_dp_without_two_gpus_is_exit_2_with_one_line(tiny_data, tmp_p
     assert "dp needs 2+ CUDA devices" in err[0] and not out.exists()
 
 
-@pytest.mark.parametrize("mode", ["dp", "ddp"])
-def test_a_template_default_that_cannot_apply_falls_back_to_one_device_with_a_note(mode, capsys, not_under_torchrun,
+def test_a_template_default_that_cannot_apply_falls_back_to_one_device_with_a_note(capsys, not_under_torchrun,
                                                                                   no_gpus):
-    """A project generated with dp/ddp still trains on a laptop: the default becomes none, said once."""
-    chosen, note = resolve_parallel(None, mode, CPU)
+    """A project generated with dp still trains on a laptop: the default becomes none, said once."""
+    chosen, note = resolve_parallel(None, "dp", CPU)
     assert chosen == "none"
     assert note.startswith("parallel: ") and "running on one device" in note and "\n" not in note
     assert capsys.readouterr().out == ""  # library code reports; the CLI prints
 
 
-@pytest.mark.parametrize("mode", ["dp", "ddp"])
-def test_an_explicit_mode_that_cannot_run_is_refused_not_downgraded(mode, not_under_torchrun, no_gpus):
-    """--parallel dp/ddp outside their conditions raise ParallelError naming the reason."""
-    with pytest.raises(ParallelError, match="torchrun" if mode == "ddp" else "2\\+ CUDA"):
-        resolve_parallel(mode, "none", CPU)
+def test_an_explicit_mode_that_cannot_run_is_refused_not_downgraded(not_under_torchrun, no_gpus):
+    """--parallel dp outside its conditions raises ParallelError naming the reason."""
+    with pytest.raises(ParallelError, match="2\\+ CUDA"):
+        resolve_parallel("dp", "none", CPU)
 
 
-def test_sums_pass_through_unchanged_when_not_distributed(not_under_torchrun):
-    """Outside a process group, reduce_sums is the identity (no collective is attempted)."""
-    loss_sum, correct = torch.tensor(3.5), torch.tensor(7)
-    assert reduce_sums(loss_sum, correct, 9) == (loss_sum, correct, 9)
-    assert train_sampler(list(range(10)), seed=0) is None and eval_shard(list(range(10))) is None
-
-
-def test_in_a_process_group_sums_are_all_reduced_and_data_is_sharded(one_process_group):
-    """With a real (one-rank) gloo group: all_reduce runs, the sampler is distributed, the val shard is whole."""
-    loss_sum, correct, seen = reduce_sums(torch.tensor(3.5), torch.tensor(7), 9)
-    assert (loss_sum.item(), correct.item(), seen) == (3.5, 7.0, 9)
-    assert isinstance(train_sampler(list(range(10)), seed=0), torch.utils.data.DistributedSampler)
-    assert list(eval_shard(list(range(10)))) == list(range(10))
+def test_one_process_sums_and_reads_as_it_is(not_under_torchrun):
+    """One process (the core's Processes): totals are its own, it reads every sample, the model stays unwrapped."""
+    sums, model = torch.tensor([3.5, 7.0, 9.0]), _model()
+    assert Processes().total(sums) is sums and sums.tolist() == [3.5, 7.0, 9.0]
+    assert Processes().train_sampler(list(range(10)), seed=0) is None and Processes().eval_indices(range(10)) is None
+    assert wrap_model(model, "none", CPU) is model
 
 
 def _one_step(net: nn.Module, model: nn.Module, tiny_data, memory_format=torch.contiguous_format) -> float:
@@ -159,44 +133,15 @@ def _one_step(net: nn.Module, model: nn.Module, tiny_data, memory_format=torch.c
     return stats.loss
 
 
-def thread_ids() -> set[str]:
-    """This process's threads (Linux). Not by name: gloo's workers are pt_gloo_runloop from torch 2.11, unnamed
-    on 2.6-2.8 and pt_main_thread on 2.4, so the test counts the threads that joining the group started."""
-    return {task.name for task in Path("/proc/self/task").iterdir()}
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads are counted through Linux's /proc")
-def test_leaving_the_group_ends_its_worker_threads_though_a_reference_cycle_holds_the_ddp_model(
-        tmp_path, not_under_torchrun):
-    """Left alive into interpreter shutdown, a gloo worker freeing the last collective's tensors kills the
-    rank with SIGABRT after a successful run; stop_distributed ends them while Python still runs."""
-    model = _model()
-    model(torch.ones(2, 3, 16, 16))  # torch's own CPU thread pools start now, before the count
-    before = thread_ids()
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    gc.disable()  # an automatic collection at the wrong moment would hide the cycle
-    try:
-        run = {"model": nn.parallel.DistributedDataParallel(model)}
-        run["run"] = run  # a run's objects refer to each other
-        check_replicas_agree(run["model"])  # an all_gather_object, as at the end of every ddp run
-        del run
-        assert thread_ids() - before
-        stop_distributed()
-        assert not thread_ids() - before
-    finally:
-        gc.enable()
-        stop_distributed()
-
-
 @pytest.mark.slow
 def test_compiled_model_takes_a_training_step(tiny_data):
     """--compile: torch.compile (inductor, C++ on CPU) runs forward and backward and moves the weights."""
     model = _model()
-    before = weights_digest(model)
+    before = _model()
     net = wrap_model(model, "none", CPU, compile=True)
     assert unwrap(net) is model and net is not model
     assert torch.isfinite(torch.tensor(_one_step(net, model, tiny_data)))
-    assert weights_digest(model) != before
+    assert not same_weights(model, before)
 
 
 def test_compile_without_a_cpp_compiler_is_a_clear_refusal(monkeypatch, tiny_data, tmp_path, capsys):
@@ -240,12 +185,6 @@ def test_dataparallel_over_two_gpus_matches_the_plain_model_and_gathers_on_the_r
     assert net(images).device == device
 
 
-@pytest.mark.parametrize("kind, backend", [("cuda", "nccl"), ("xpu", "xccl"), ("cpu", "gloo")])
-def test_ddp_ranks_talk_through_their_devices_collective_library(kind, backend):
-    """nccl between CUDA GPUs, xccl between Intel XPUs, gloo between CPU processes."""
-    assert process_group_backend(torch.device(kind)) == backend
-
-
 def test_dp_with_compile_is_refused_with_one_line_before_anything_is_written(fake_cuda, tmp_path, capsys,
                                                                              not_under_torchrun):
     """--parallel dp --compile on a machine where dp can run (two GPUs): exit 2, one line, no run folder."""
@@ -257,29 +196,3 @@ def test_dp_with_compile_is_refused_with_one_line_before_anything_is_written(fak
     assert "--compile" in err[0] and "dp" in err[0] and not out.exists()
     with pytest.raises(ParallelError, match="thread"):
         wrap_model(_model(), "dp", torch.device("cuda:0"), compile=True)
-
-
-def test_gradient_accumulation_under_ddp_all_reduces_once_per_optimizer_step(one_process_group, tiny_data):
-    """--accum-steps 3 under DDP: the micro-batches before a group's last skip the all-reduce (no_sync), so an
-    epoch of 6 batches all-reduces twice, once per optimizer step, and the plain run's weights come out alike."""
-    all_reduces = []
-
-    def counting_allreduce(state, bucket):  # DDP's own all-reduce, counted
-        all_reduces.append(bucket.index())
-        return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda fut: fut.value()[0])
-
-    train_set, _ = load_splits(tiny_data, 32)
-    loader = build_loader(torch.utils.data.Subset(train_set, range(24)), 4, CPU, train=True)  # 6 batches
-    results = []
-    for wrapped in (False, True):
-        model = _model()
-        net = wrap_model(model, "ddp" if wrapped else "none", CPU)
-        if wrapped:
-            net.register_comm_hook(None, counting_allreduce)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        loader.sampler.set_epoch(1)
-        train_one_epoch(net, WeightedCrossEntropy(torch.ones(4)), optimizer, loader, Hardware.create(CPU),
-                        recipe=StepRecipe(accum_steps=3), progress=False)
-        results.append(weights_digest(model))
-    assert len([index for index in all_reduces if index == 0]) == 2, all_reduces  # bucket 0 once per step
-    assert results[0] == results[1]

@@ -1,6 +1,6 @@
 """train.py whose training loss turns NaN on one rank only: the stimulus of test_ddp's non-finite-loss test.
 
-    torchrun --nproc_per_node 2 tests/nan_on_one_rank.py RANK CALL TRAIN_ARGS...
+    torchrun --nproc_per_node 2 tests/plugins/ddp/nan_on_one_rank.py RANK CALL TRAIN_ARGS...
 
 On global rank RANK, the CALL-th training loss (1-based, validation not counted) is NaN; every
 other loss on every rank is the real one.
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: train.py and the package
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the project root: train.py and the package
 
 import train  # noqa: E402
-from {{ cookiecutter.package_name }} import loss
+from {{ cookiecutter.package_name }} import loss  # noqa: E402
 
 BAD_RANK, BAD_CALL = int(sys.argv[1]), int(sys.argv[2])
 _real_forward = loss.WeightedCrossEntropy.forward

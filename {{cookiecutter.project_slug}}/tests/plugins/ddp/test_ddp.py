@@ -8,7 +8,6 @@ train like one agent with two processes; a NaN on one rank stops every rank.
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,13 +16,14 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import HANG_S, nested_tensors
+from ddp_helpers import free_port
+from run_helpers import PAUSE_ENV_VAR, paused
 
 import train
-from {{ cookiecutter.package_name }}.training.distributed import weights_digest
-from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
+from {{ cookiecutter.package_name }}.plugins.ddp.processes import weights_digest
 from {{ cookiecutter.package_name }}.training.run_state import model_from_state
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
 # .lock: the run-folder lock rank 0 held (kept: deleting a lock file lets two runs lock different files)
 RUN_FILES = [".lock", "best.pt", "config.json", "curves.png", "last.pt", "metrics.csv"]
@@ -97,7 +97,7 @@ def test_both_ranks_end_with_the_weights_that_were_saved(ddp_run):
 def test_only_rank_0_prints_the_run(ddp_run):
     """The device line, the epoch line and the summary appear once, not once per rank."""
     result, _ = ddp_run
-    assert result.stdout.count("device: cpu, one of 2 ddp ranks") == 1
+    assert result.stdout.count("device: cpu, one of 2 processes") == 1
     assert result.stdout.count("epoch 1/1") == 1 and result.stdout.count("done: ") == 1
 
 
@@ -124,19 +124,13 @@ def test_ddp_with_nccl_puts_each_rank_on_its_own_gpu(tiny_data, tmp_path):
     assert sorted(path.name for path in out.iterdir()) == RUN_FILES
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_a_rank_sigkilled_mid_epoch_is_restarted_and_the_job_ends_with_the_uninterrupted_weights(
         ddp_run, tiny_data, tmp_path):
     """torchrun --max-restarts 2 ... --resume auto: kill -9 rank 1 after step 2; exit 0, weights equal bit for bit."""
     out, log = tmp_path / "run", tmp_path / "elastic.log"
-    command = [*TORCHRUN, "--standalone", "--nproc_per_node=2", "--max-restarts=2", "train.py",
-               *_ddp_args(tiny_data, out), "--resume", "auto", "--save-every-minutes", "1e-6"]
+    command = paused([*TORCHRUN, "--standalone", "--nproc_per_node=2", "--max-restarts=2", "train.py",
+                      *_ddp_args(tiny_data, out), "--resume", "auto", "--save-every-minutes", "1e-6"])
     with open(log, "wb") as handle:
         process = subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:2"}),
                                    stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
@@ -160,7 +154,7 @@ def test_a_rank_sigkilled_mid_epoch_is_restarted_and_the_job_ends_with_the_unint
 @pytest.mark.slow
 def test_two_agents_of_one_process_each_train_like_one_agent_with_two(ddp_run, tiny_data, tmp_path):
     """Two `torchrun --nnodes 2` agents meeting at a c10d rendezvous on 127.0.0.1 end with the same weights."""
-    out, port = tmp_path / "run", _free_port()
+    out, port = tmp_path / "run", free_port()
     agents = [subprocess.Popen(command, cwd=PROJECT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True) for command in _two_agents(port, "train.py", *_ddp_args(tiny_data, out))]
     outputs = [agent.communicate(timeout=HANG_S)[0] for agent in agents]
@@ -186,11 +180,11 @@ def test_two_agents_restart_together_after_one_nodes_worker_is_sigkilled_and_end
     The agents count restarts apart (the one whose worker died counts 1, the other 0), so ranks that
     joined under their agent's count never met and waited for gloo's 30-minute timeout.
     """
-    out, port = tmp_path / "run", _free_port()
+    out, port = tmp_path / "run", free_port()
     train_args = ["train.py", *_ddp_args(tiny_data, out), "--resume", "auto", "--save-every-minutes", "1e-6"]
     logs = [tmp_path / "agent0.log", tmp_path / "agent1.log"]
     agents = []
-    for command, log in zip(_two_agents(port, "--max-restarts=2", *train_args), logs):
+    for command, log in zip(_two_agents(port, "--max-restarts=2", *paused(train_args)), logs):
         with open(log, "wb") as handle:
             agents.append(subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:2@1"}),
                                            stdout=handle, stderr=subprocess.STDOUT, start_new_session=True))
@@ -215,7 +209,7 @@ def test_two_agents_restart_together_after_one_nodes_worker_is_sigkilled_and_end
 def test_a_nan_on_one_rank_stops_every_rank_with_one_line_and_exit_1(tiny_data, tmp_path):
     """NaN on rank 1's last step only: both ranks print the same one-line error, nothing hangs, last.pt untouched."""
     out = tmp_path / "run"
-    result = torchrun(2, "1", "3", *_ddp_args(tiny_data, out), script="tests/nan_on_one_rank.py")
+    result = torchrun(2, "1", "3", *_ddp_args(tiny_data, out), script="tests/plugins/ddp/nan_on_one_rank.py")
     assert result.returncode == 1
     # One line from each rank (the two may share a line of the pipe); no rank died of a broken connection.
     assert result.stderr.count("error: ") == 2, result.stderr[-3000:]
@@ -227,7 +221,7 @@ def test_a_nan_on_one_rank_stops_every_rank_with_one_line_and_exit_1(tiny_data, 
 def test_sigterm_to_one_rank_stops_both_at_the_same_step_with_that_step_saved(tiny_data, tmp_path):
     """Rank 1 alone paused after step 1 gets SIGTERM: both ranks stop after step 1, which last.pt holds."""
     out, log = tmp_path / "run", tmp_path / "term.log"
-    command = [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", *_ddp_args(tiny_data, out)]
+    command = paused([*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", *_ddp_args(tiny_data, out)])
     with open(log, "wb") as handle:
         process = subprocess.Popen(command, cwd=PROJECT, env=_env(**{PAUSE_ENV_VAR: "step:1:1@1"}),
                                    stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)

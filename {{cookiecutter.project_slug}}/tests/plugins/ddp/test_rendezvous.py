@@ -9,7 +9,7 @@ import pytest
 import torch.distributed as dist
 from conftest import HANG_S
 
-from {{ cookiecutter.package_name }}.training import rendezvous
+from {{ cookiecutter.package_name }}.plugins.ddp import rendezvous
 
 
 def _agree(store: dist.Store, world_size: int) -> list[str]:

@@ -9,7 +9,8 @@ import torch
 from torch.utils.data import DistributedSampler
 
 from {{ cookiecutter.package_name }}.data.sampling import EpochSampler
-from {{ cookiecutter.package_name }}.training import data_agreement, progress
+from {{ cookiecutter.package_name }}.plugins.ddp import data_agreement, layout
+from {{ cookiecutter.package_name }}.processes import ResumeLayoutError
 from {{ cookiecutter.package_name }}.training.optimization import optimizer_steps_per_epoch
 
 SEED, EPOCH, BATCH, ACCUM = 3, 2, 2, 1
@@ -37,8 +38,8 @@ def _shards(world: int, samples: int = SAMPLES) -> list[list[int]]:
     return shards
 
 
-def _layout(world: int, shards: list[list[int]]) -> progress.Layout:
-    return progress.Layout(world, BATCH, ACCUM, optimizer_steps_per_epoch(math.ceil(len(shards[0]) / BATCH), ACCUM),
+def _layout(world: int, shards: list[list[int]]) -> layout.Layout:
+    return layout.Layout(world, BATCH, ACCUM, optimizer_steps_per_epoch(math.ceil(len(shards[0]) / BATCH), ACCUM),
                            sharded=True)
 
 
@@ -69,8 +70,8 @@ def test_a_mid_epoch_resume_under_another_world_size_continues_at_the_same_sampl
     for step in (1, 2, 3, 4, before.steps_per_epoch // 2):
         done = {index for shard in shards[saved_world] for index in shard[:step * BATCH * ACCUM]}
         try:
-            new_step = progress.continue_at(before, step, now, "last.pt")
-        except progress.ResumeLayoutError as refusal:
+            new_step = layout.continue_at(before.to_dict(), step, now.to_dict(), "last.pt")
+        except ResumeLayoutError as refusal:
             assert "\n" not in str(refusal) and str(saved_world) in str(refusal)
             assert (step * before.global_batch) % now.global_batch  # refused only where no whole step fits
             continue
@@ -84,13 +85,13 @@ def test_a_mid_epoch_resume_under_another_world_size_continues_at_the_same_sampl
 def test_the_same_world_size_resumes_at_its_own_step_and_one_process_cannot_continue_a_sharded_epoch(shards):
     """Unchanged layouts change nothing; one process without ddp draws another order, so it is refused mid-epoch
     and allowed at an epoch's end."""
-    layout = _layout(64, shards[64])
-    assert progress.continue_at(layout, 3, layout, "last.pt") == 3
-    single = progress.Layout(1, BATCH, ACCUM, SAMPLES // BATCH, sharded=False)
-    with pytest.raises(progress.ResumeLayoutError):
-        progress.continue_at(layout, 3, single, "last.pt")
-    assert progress.continue_at(layout, 0, single, "last.pt") == 0
-    assert progress.continue_at(layout, layout.steps_per_epoch, single, "last.pt") == single.steps_per_epoch
+    sixty_four = _layout(64, shards[64])
+    saved, single = sixty_four.to_dict(), layout.Layout(1, BATCH, ACCUM, SAMPLES // BATCH, sharded=False).to_dict()
+    assert layout.continue_at(saved, 3, saved, "last.pt") == 3
+    with pytest.raises(ResumeLayoutError):
+        layout.continue_at(saved, 3, single, "last.pt")
+    assert layout.continue_at(saved, 0, single, "last.pt") == 0
+    assert layout.continue_at(saved, sixty_four.steps_per_epoch, single, "last.pt") == single["steps_per_epoch"]
 
 
 @pytest.mark.parametrize("world", WORLDS)

@@ -59,15 +59,18 @@ class DistributedProcesses(Processes):
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
 
     def decide(self, decide):
-        decision = ""
+        decision, refusal = None, None
         if self.is_main():
             try:
                 decision = decide()
             except UserError as error:  # every rank refuses alike
-                decision = str(error)
-        decision = self.from_main(decision)
-        if isinstance(decision, str):
-            raise ConfigError(decision)
+                refusal = str(error)
+            except BaseException:  # the others would wait for the decision forever: tell them, then fail here
+                self.from_main((None, "rank 0 failed while deciding (its own error says why)"))
+                raise
+        decision, refusal = self.from_main((decision, refusal))
+        if refusal is not None:
+            raise ConfigError(refusal)
         return decision
 
     def from_main(self, value):
@@ -137,7 +140,9 @@ class DistributedProcesses(Processes):
         return f"ddp: weights identical on every rank (sha256 {digest[:12]})"
 
     def close(self) -> None:
-        """Leave the process group, also after errors."""
+        """Leave the process group, also after errors (once: a second call does nothing)."""
+        if not dist.is_initialized():
+            return
         dist.destroy_process_group()
         # The group lives on in reference cycles (through the DDP model) until the interpreter's last
         # collection, when a gloo worker still holding the final collective's tensors must take the GIL to
