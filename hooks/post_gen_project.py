@@ -12,7 +12,8 @@ ANSWERS = json.loads(r"""{{ cookiecutter | tojson }}""")
 PACKAGE = ANSWERS["package_name"]
 # What each answer brings, as whole files and folders (README "What each answer brings"); removed when not chosen.
 BROUGHT_BY = {
-    ("multi_gpu", "ddp"): [f"{PACKAGE}/plugins/ddp", "tests/plugins/ddp", "scripts/launch_ddp.sh", "docs/multi-node.md"],
+    ("multi_gpu", "ddp"): [f"{PACKAGE}/plugins/ddp", "tests/plugins/ddp", "scripts/launch_ddp.sh",
+                           "docs/multi-node.md"],
     ("scheduler", "slurm"): ["scripts/slurm_train.sh", "docs/preemption.md"],
     ("tracker", "tensorboard"): [f"{PACKAGE}/plugins/tensorboard.py", "tests/plugins/test_tensorboard.py"],
     ("tracker", "mlflow"): [f"{PACKAGE}/plugins/mlflow.py", "tests/plugins/test_mlflow.py"],

@@ -154,3 +154,29 @@ def test_a_project_made_with_plain_cookiecutter_is_a_repository_that_cruft_can_u
     git(project, "commit", "--quiet", "-m", "generated")
     title, own_module = change_commit_and_update(project, cli_config)
     assert_updated_and_still_ours(project, title, own_module, scratch.newest)
+
+
+def test_a_lean_project_gains_an_answers_machinery_by_cruft_update(scratch, tmp_path, cli_config):
+    """Generated with the default answers, committed, then `cruft update --variables-to-update` with multi_gpu=ddp
+    and a tracker (the README's "Growing later"): the answers' whole files arrive (the ddp plugin, its launch
+    script and docs, the tracker plugin), train.py offers them, and the suite still passes."""
+    made = cruft(tmp_path, cli_config, "create", str(scratch.repo), "--checkout", scratch.current, "--no-input",
+                 "--output-dir", str(tmp_path))
+    assert made.returncode == 0, describe(made)
+    project = tmp_path / "image-classifier"
+    assert not (project / DEFAULT_PACKAGE / "plugins" / "ddp").exists()
+    git(project, "init", "--quiet")
+    git(project, "add", "-A")
+    git(project, "commit", "--quiet", "-m", "generated lean")
+    grown = cruft(project, cli_config, "update", "--skip-apply-ask", "--allow-untracked-files", "--checkout",
+                  scratch.current, "--variables-to-update", json.dumps({"multi_gpu": "ddp", "tracker": "tensorboard"}))
+    assert grown.returncode == 0, describe(grown)
+    for path in (f"{DEFAULT_PACKAGE}/plugins/ddp/processes.py", f"{DEFAULT_PACKAGE}/plugins/tensorboard.py",
+                 "scripts/launch_ddp.sh", "docs/multi-node.md", "tests/plugins/ddp/test_ddp.py"):
+        assert (project / path).is_file(), path
+    assert json.loads((project / ".cruft.json").read_text())["context"]["cookiecutter"]["multi_gpu"] == "ddp"
+    helped = run([sys.executable, "train.py", "--help"], cwd=project, timeout=300)
+    assert "ddp" in helped.stdout and "tensorboard" in helped.stdout, describe(helped)
+    suite = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "tests/test_config.py",
+                 "tests/test_architecture.py"], cwd=project, timeout=900)
+    assert suite.returncode == 0, describe(suite)

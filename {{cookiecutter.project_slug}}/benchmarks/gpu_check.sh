@@ -174,7 +174,7 @@ else
     THROUGHPUT_SIZE=(--image-size 224 --batch-size 256 --images 3072 --repeats 3 --warmup 1)
 fi
 PAUSE_AT=step:$EPOCHS:5 # SIGTERM arrives after this optimizer step: mid-epoch, as a scheduler's would
-PAUSE_VAR=${PACKAGE^^}_TEST_PAUSE_AT # training/pause_points.py's variable
+PAUSE_VAR=TEST_PAUSE_AT # tests/paused_train.py's variable
 TEST_TIMEOUT=${GPU_CHECK_TEST_TIMEOUT:-90}
 COMMAND=${GPU_CHECK_COMMAND:-bash benchmarks/gpu_check.sh} # how the summary says to run what was left
 
@@ -370,12 +370,15 @@ train_run() { # train_run RUN ARGS...: one training run; figure: its images/s an
 }
 
 # The two runs compared bit for bit use deterministic algorithms (cuDNN autotuning then stays off, see
-# training/hardware.py); train.py has no flag for it, so a few lines set it and call train.main.
-DETERMINISTIC='import sys, torch
+# training/hardware.py); train.py has no flag for it, so a few lines set it and call train.main, with the
+# tests' pause points (tests/paused_train.py: they pause only where $PAUSE_VAR names a point).
+DETERMINISTIC='import os, sys, torch
 torch.use_deterministic_algorithms(True, warn_only=True)
-sys.path.insert(0, ".")
+sys.path[:0] = [".", "tests"]
 import train
-sys.exit(train.main(sys.argv[1:]))'
+from paused_train import PausePoints, pausing_replace
+os.replace = pausing_replace(os.replace)
+sys.exit(train.main(sys.argv[1:], plugins=[PausePoints()]))'
 
 deterministic_train() { # deterministic_train RUN ARGS...: becomes that python process (call it in a subshell)
     CUBLAS_WORKSPACE_CONFIG=:4096:8 exec "$PYTHON" -c "$DETERMINISTIC" --device "$DEVICE" --epochs "$EPOCHS" \

@@ -15,13 +15,13 @@ from unittest import mock
 
 import pytest
 import torch
+from paused_train import PAUSE_ENV_VAR  # where a crash test pauses a real train.py (tests/paused_train.py)
 from torch import nn
 
 from {{ cookiecutter.package_name }}.config import DEVICE_ENV_VAR, TrainConfig
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_dataset
 from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.model import build_model
-from {{ cookiecutter.package_name }}.training.pause_points import PAUSE_ENV_VAR
 
 # --- The machine decides nothing ---------------------------------------------------------------------------------
 # A user's shell, caches and load must change no result. Pinned when pytest imports this file: before any test module,

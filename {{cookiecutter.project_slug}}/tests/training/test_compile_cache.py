@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 from conftest import HANG_S
 from run_helpers import PROJECT
 
@@ -37,7 +38,7 @@ def compiled(tiny_data, tmp_path):
     if not compile_cache.supported():
         pytest.skip("torch.compiler.save_cache_artifacts arrived in torch 2.7")
     try:
-        check_compile(__import__("torch").device("cpu"))
+        check_compile(torch.device("cpu"))
     except ParallelError as error:
         pytest.skip(str(error))
     (tmp_path / "user").mkdir()

@@ -1,6 +1,6 @@
 """Exact resume: train.py killed (SIGKILL, SIGTERM, Ctrl-C) at chosen moments ends where an uninterrupted run ends.
 
-The moments are chosen with train.py's test hook (training/pause_points.PAUSE_ENV_VAR): the process waits at
+The moments are chosen with the tests' pause points (tests/paused_train.py, PAUSE_ENV_VAR): the process waits at
 a named point ("step:2:1" = after epoch 2's first optimizer step, "save:last.pt:2" = epoch 2's
 last.pt fully written to its temp file but not yet renamed into place, "save:last.pt:2:1" = the
 same for the mid-epoch last.pt after epoch 2's first step, ...), says so on stderr, and the test
