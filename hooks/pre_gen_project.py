@@ -25,6 +25,9 @@ CHOICES = {
     "default_device": {"auto", "cpu", "cuda", "mps", "xpu"},
     "default_precision": {"fp32", "bf16", "fp16"},
     "multi_gpu": {"none", "dp", "ddp"},
+    "scheduler": {"none", "slurm"},
+    "tracker": {"csv", "tensorboard", "mlflow", "wandb"},
+    "gpu_decode": {"no", "yes"},
     "license": {"MIT", "Apache-2.0", "BSD-3-Clause", "Proprietary"},
 }
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]*\Z")
@@ -59,6 +62,10 @@ def problems(answers: dict) -> list[str]:
     for key, allowed in CHOICES.items():
         if answers.get(key) not in allowed:
             found.append(f"{key} {answers.get(key)!r} is not one of {sorted(allowed)}")
+    if answers.get("scheduler") == "slurm" and answers.get("multi_gpu") != "ddp":
+        # The batch script starts torchrun, which the ddp answer brings; one GPU is --nproc_per_node=1.
+        found.append("scheduler 'slurm' needs multi_gpu 'ddp' (its batch script runs torchrun, "
+                     "also for one GPU: --nproc_per_node=1)")
     return found
 
 

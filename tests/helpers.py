@@ -23,6 +23,9 @@ DEFAULTS: dict[str, str] = {k: v[0] for k, v in CHOICES.items()}
 NON_DEFAULT: list[tuple[str, str]] = [(k, v) for k, values in CHOICES.items() for v in values[1:]]
 EVERY_VALUE: list[tuple[str, str]] = [(k, v) for k, values in CHOICES.items() for v in values]
 
+# An answer that only works beside another (hooks/pre_gen_project.py refuses it alone) gets that one too.
+NEEDS: dict[tuple[str, str], dict[str, str]] = {("scheduler", "slurm"): {"multi_gpu": "ddp"}}
+
 DEFAULT_PACKAGE = "image_classifier"  # what "Image Classifier" becomes
 
 
@@ -79,6 +82,8 @@ class Bakery:
 
     def bake(self, **extra_context: str):
         """The pytest-cookies Result for these answers (defaults for the rest)."""
+        for pair in list(extra_context.items()):
+            extra_context = {**NEEDS.get(pair, {}), **extra_context}
         key = tuple(sorted(extra_context.items()))
         if key not in self._cache:
             self._cache[key] = self._cookies.bake(extra_context=extra_context, template=str(TEMPLATE))

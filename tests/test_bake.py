@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import CHOICES, DEFAULT_PACKAGE, EVERY_VALUE, choice_id, text_files
+from helpers import CHOICES, DEFAULT_PACKAGE, EVERY_VALUE, NEEDS, choice_id, text_files
 
 # The generated project's layout from the design brief; {pkg} is the package folder.
 CONTRACT_FILES = [
@@ -72,6 +72,7 @@ JINJA_LEFTOVER = re.compile(r"(?<!\$)\{\{|\{%")
 def answers_for(var: str, value: str) -> dict[str, str]:
     """The full set of choice answers when only `var` departs from the defaults."""
     answers = {k: v[0] for k, v in CHOICES.items()}
+    answers.update(NEEDS.get((var, value), {}))
     answers[var] = value
     return answers
 

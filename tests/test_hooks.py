@@ -132,8 +132,17 @@ def test_pre_gen_hook_choices_match_cookiecutter_json(tmp_path):
     for var, values in CONTEXT.items():
         if isinstance(values, list):
             for value in values:
-                proc = run_hook(tmp_path, "pre_gen_project", base_answers(**{var: value}))
+                needs = {"multi_gpu": "ddp"} if (var, value) == ("scheduler", "slurm") else {}
+                proc = run_hook(tmp_path, "pre_gen_project", base_answers(**{var: value}, **needs))
                 assert proc.returncode == 0, f"{var}={value}: {describe(proc)}"
+
+
+@pytest.mark.parametrize("multi_gpu", ["none", "dp"])
+def test_pre_gen_refuses_slurm_without_the_torchrun_it_starts(tmp_path, multi_gpu):
+    """scheduler=slurm's batch script runs torchrun, which only the ddp answer brings: one ERROR line."""
+    proc = run_hook(tmp_path, "pre_gen_project", base_answers(scheduler="slurm", multi_gpu=multi_gpu))
+    assert proc.returncode == 1, describe(proc)
+    assert proc.stderr.startswith("ERROR: scheduler 'slurm' needs multi_gpu 'ddp'"), proc.stderr
 
 
 def test_pre_gen_reports_only_the_first_of_many_problems(tmp_path):

@@ -99,6 +99,8 @@ class Processes:
         same = not saved or all(saved.get(key) == now[key] for key in ("world_size", "global_batch", "sharded"))
         if step == 0 or same:
             return step, []
+        if step >= saved.get("steps_per_epoch", step + 1):  # the epoch's training was done: only validation is left
+            return now["steps_per_epoch"], []
         raise ResumeLayoutError(f"{where} was saved mid-epoch by {saved.get('world_size')} process(es) taking "
                                 f"{saved.get('global_batch')} images a step; one process cannot continue it there: "
                                 "resume it as it was saved, or from an epoch-end checkpoint")

@@ -1,5 +1,5 @@
 """The run's hardware in one handle: device, precision policy, gradient scaler, memory format, the processes
-training together (training/processes.py) and the normalisation that turns the loader's uint8 batches into
+training together (processes.py) and the normalisation that turns the loader's uint8 batches into
 the model's float inputs on the device (decoding them there first when the loader hands over encoded images).
 
 Defaults that use a GPU: TF32 matmuls for fp32 on CUDA, channels_last when autocasting on CUDA (`notes()`
