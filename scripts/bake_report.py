@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TEMPLATE = Path(__file__).resolve().parents[1]
+# An answer the pre-gen hook refuses alone, baked with the one it needs (scheduler=slurm runs torchrun).
+NEEDS = {("scheduler", "slurm"): {"multi_gpu": "ddp"}}
 CLIS = ("train.py", "evaluate.py", "predict.py", "export.py")
 MAX_MODULE, MAX_FUNCTION, MAX_PARAMETERS, MAX_TRAIN, MAX_DEFAULT_CODE = 300, 50, 8, 120, 3000
 # Lower layers never import higher ones. Paths inside the package; the longest matching prefix decides.
@@ -169,7 +171,8 @@ def answer_bakes() -> list[dict[str, str]]:
     """The defaults, then one bake per non-default value of every choice but the licence (it changes no code)."""
     context = json.loads((TEMPLATE / "cookiecutter.json").read_text(encoding="utf-8"))
     choices = {key: value for key, value in context.items() if isinstance(value, list) and not key.startswith("_")}
-    return [{}] + [{key: value} for key, values in choices.items() if key != "license" for value in values[1:]]
+    return [{}] + [{**NEEDS.get((key, value), {}), key: value}
+                   for key, values in choices.items() if key != "license" for value in values[1:]]
 
 
 def bake(answers: dict[str, str], folder: Path) -> Path:

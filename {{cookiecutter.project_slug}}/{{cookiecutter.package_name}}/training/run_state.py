@@ -25,7 +25,7 @@ the portable, atomic, weights_only file format underneath):
     preprocessing the input size, evaluation resize, mean and std, and why (data.Preprocessing.to_dict)
     weights       which weights `model` holds: "model", or "ema" in a best.pt where the average validated better
     ema           with --ema: {"model": the averaged weights, "n_averaged": updates so far}
-    layout        how the run cut its epochs (processes.Processes.layout): world_size, batch_size (per rank), accum_steps,
+    layout        how the run cut its epochs (Processes.layout): world_size, batch_size (per rank), accum_steps,
                   global_batch, steps_per_epoch, sharded; a resume under another world size finds its sample
 
 train.py builds it with `training_state`, writes it with `save`; train.py, evaluate.py and
