@@ -73,8 +73,8 @@ def on_cpu(obj: Any) -> Any:
     """`obj` with every tensor that is not on the CPU copied there; CPU tensors kept as they are (no copy)."""
     if isinstance(obj, torch.Tensor):
         return obj if obj.device.type == "cpu" else obj.detach().to("cpu")
-    if isinstance(obj, dict):
-        return {key: on_cpu(value) for key, value in obj.items()}
+    if type(obj) in (dict, collections.OrderedDict):  # not a defaultdict or a dict subclass: the check refuses those
+        return type(obj)((key, on_cpu(value)) for key, value in obj.items())
     if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):  # not a named tuple: its fields are typed
         return type(obj)(on_cpu(value) for value in obj)
     return obj
