@@ -142,7 +142,8 @@ RULES = {rule.code: rule for rule in (
     Rule("DEV002", "hard-coded accelerator device",
          "A literal 'cuda'/'mps' (in torch.device(), .to(), device=, a `device = ...` default or an "
          "argparse --device default) fails where that backend is absent. Take the device as a "
-         "parameter and decide it once, in config.py/devices.py (or --allow-devices-in)."),
+         "parameter and decide it once, in a module that says so on a line of its own "
+         "(`# devicelint: device-module`) or that --allow-devices-in names."),
     Rule("DEV003", "load without map_location",
          "torch.load/torch.jit.load restore tensors to the device they were saved from, so a GPU "
          "checkpoint fails on a CPU machine. Pass map_location=device, or 'cpu'."),
@@ -175,7 +176,7 @@ RULES = {rule.code: rule for rule in (
          "device=device) or torch.empty(..., device=device)."),
     Rule("DEV011", "accelerator chosen by availability (silent CPU fallback)",
          "Off by default: it cannot crash, but a run meant for the GPU quietly trains on the CPU. "
-         "Resolve the device once and refuse what is absent (resolve_device in devices.py).",
+         "Resolve the device once and refuse what is absent (devkit's resolve_device).",
          default=False),
     Rule("DEV012", "CUDA runtime call outside a CUDA guard",
          "torch.cuda.synchronize(), set_device(), current_device(), get_device_name()/properties(), "

@@ -5,8 +5,8 @@ without a GPU, carries no pickled classes, and its model keys never hold the `mo
 `_orig_mod.` hops of wrappers, around the model or any submodule (`model_state` removes them,
 `load_model_state` loads into a wrapped or plain model alike). Saving copies tensors to the CPU,
 never moves the model, and refuses up front, naming the key, a value that `weights_only`
-loading would refuse later (an argparse Namespace, a NumPy number). What this project's training checkpoints hold is
-decided in training/run_state.py; this file knows nothing of those keys.
+loading would refuse later (an argparse Namespace, a NumPy number). Which keys a checkpoint holds is the
+caller's business (in this project, training/run_state.py); this file knows nothing of them.
 
 Every file is written atomically (atomic.py: a temp file in the same folder, fsynced, then
 `os.replace`d), so a kill at any instant leaves the old file or the new one. Loading checks the zip's
