@@ -1,8 +1,8 @@
 """The gpu_decode answer's plugin (plugins/gpu_decode/), `--decode device`: the workers read JPEG bytes and draw the
 augmentation, the device decodes and transforms.
 
-On a machine without a GPU the CPU stands in for the device (decode_jpeg(device="cpu") is torchvision's
-libjpeg-turbo decode, the transforms are the same kernels): the device path must then give the CPU path's
+On a machine without a GPU the CPU stands in for the device (decode_jpeg(device="cpu") is TorchCodec's or
+torchvision's libjpeg-turbo decode, the transforms are the same kernels): the device path must then give the CPU path's
 pixels exactly, for every recipe, with loader workers, and skip unreadable files as it does.
 """
 
@@ -26,7 +26,7 @@ from {{ cookiecutter.package_name }}.data.pipeline import build_loaders
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.plugins import gpu_decode
 from {{ cookiecutter.package_name }}.plugins.gpu_decode import EncodedBatch, choose_decode
-from {{ cookiecutter.package_name }}.plugins.gpu_decode.jpeg import mostly_jpeg, read_encoded
+from {{ cookiecutter.package_name }}.plugins.gpu_decode.jpeg import decode_jpegs, mostly_jpeg, read_encoded
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 CPU = torch.device("cpu")
@@ -152,7 +152,7 @@ def test_auto_decodes_on_the_device_only_for_jpeg_data_on_cuda():
     assert choose_decode("cpu", CPU, jpegs, cached=False) == ("cpu", "--decode cpu")
     with pytest.raises(DataError, match="--cache-images"):
         choose_decode("device", CPU, jpegs, cached=True)
-    with pytest.raises(DataError, match="cannot decode"):
+    with pytest.raises(DataError, match="decodes JPEGs on mps"):
         choose_decode("device", torch.device("mps"), jpegs, cached=False)
     if torch.cuda.is_available():
         assert choose_decode("auto", torch.device("cuda"), jpegs, cached=False)[0] == "device"
@@ -161,9 +161,9 @@ def test_auto_decodes_on_the_device_only_for_jpeg_data_on_cuda():
 
 def test_device_decode_where_the_device_cannot_decode_is_refused_before_the_data_is_read():
     """The plugin answers train.py's check of --decode device on the run's device (settings.check_available, made
-    before anything is built): a device decode_jpeg does not run on (here meta; MPS, XPU) is one line naming
+    before anything is built): a device no JPEG decoder runs on (here meta; MPS, XPU) is one line naming
     --decode cpu; the CPU, which stands in for CUDA in these tests, can."""
-    refusal = r"^--decode device: torchvision cannot decode JPEGs on meta; use --decode cpu$"
+    refusal = r"^--decode device: neither TorchCodec nor torchvision decodes JPEGs on meta here; use --decode cpu$"
     with pytest.raises(ConfigError, match=refusal):
         settings.check_available(PLUGINS, "decode", "device", torch.device("meta"))
     settings.check_available(PLUGINS, "decode", "device", CPU)
@@ -184,8 +184,6 @@ def test_a_cut_off_file_that_is_no_jpeg_is_decoded_as_before(tmp_path):
 def test_a_jpeg_with_bytes_after_its_end_is_read_without_them(tmp_path):
     """Padding or a motion photo's video after the end-of-image marker: the device path takes the JPEG's own bytes
     (decoded like Pillow's), as the CPU path takes the file; a cut-off JPEG is still refused."""
-    from torchvision.io import ImageReadMode, decode_jpeg
-
     buffer = io.BytesIO()
     Image.effect_noise((40, 30), 60).convert("RGB").save(buffer, "JPEG", quality=90)
     jpeg = buffer.getvalue()
@@ -193,7 +191,7 @@ def test_a_jpeg_with_bytes_after_its_end_is_read_without_them(tmp_path):
     path.write_bytes(jpeg + b"\0" * 3000 + b"ftypmp42" + os.urandom(5000))
     encoded = read_encoded(str(path))
     assert bytes(encoded.data.numpy()) == jpeg
-    assert decode_jpeg(encoded.data, mode=ImageReadMode.RGB).shape == (3, 30, 40)
+    assert decode_jpegs([encoded.data], CPU)[0].shape == (3, 30, 40)
     path.write_bytes(jpeg[:-300])
     with pytest.raises(DataError, match="truncated"):
         read_encoded(str(path))

@@ -1,5 +1,6 @@
 """The gpu_decode answer: `--decode device`, the loader workers read a JPEG's bytes and the device decodes the whole
-batch (`torchvision.io.decode_jpeg(list, device=...)`), then resizes, crops and flips it there.
+batch (TorchCodec's `decode_jpeg(list, device=...)`, else torchvision's: jpeg.decoder_for), then resizes, crops and
+flips it there. The start-up line and config.json's machine record name the decoder (`decode_reason`).
 Why: decoding and resizing an ImageNet-sized JPEG costs a CPU core 10-15 ms, so a host feeds a fast GPU
 only a fraction of the images it can train on. Reading the bytes and the header costs well under 1 ms.
 
@@ -7,9 +8,9 @@ Exact resume holds as on the CPU path: the worker draws each sample's parameters
 transforms (`make_params`, and the coin of a random flip) under the sample's seed (sampling.SeededSamples),
 in the order the CPU path draws them, and the device applies them with the same transforms (`transform`).
 So the crops and flips are the CPU path's; the pixels are too where the decoder and resize kernels are the
-same (on the CPU, torchvision's libjpeg-turbo standing in for the device's decoder: equal to Pillow's;
-see tests/plugins/gpu_decode/test_device_decode.py). On CUDA nvJPEG's inverse DCT and colour conversion and the float
-resize kernel round differently: a few levels of 255 at most in a pixel, under one level on average.
+same (on the CPU, TorchCodec's or torchvision's libjpeg-turbo standing in for the device's decoder: equal to
+Pillow's; see tests/plugins/gpu_decode/test_decoders.py). On CUDA nvJPEG's inverse DCT and colour conversion
+and the float resize kernel round differently: a few levels of 255 at most in a pixel, under one level on average.
 
 `--decode auto` (the default) decodes on the device for mostly-JPEG data on CUDA, else in the workers.
 """
@@ -27,7 +28,7 @@ from ...data.images import as_rgb
 from ...data.transforms import Preprocessing, augmentation
 from .. import Plugin
 from .geometry import DeviceGeometry
-from .jpeg import Encoded, can_decode_on, decode_jpegs, mostly_jpeg, read_encoded
+from .jpeg import Encoded, decode_jpegs, decoder_for, mostly_jpeg, read_encoded
 
 
 class EncodedBatch:
@@ -114,28 +115,32 @@ class CollateEncoded:
         return (images, torch.tensor(columns[1]), *(list(column) for column in columns[2:]))
 
 
-def choose_decode(requested: str, device: torch.device, files: Sequence[str], cached: bool) -> tuple[str, str]:
-    """Where images are decoded ("cpu" | "device") and why: the flag, or auto's choice for this device and data.
+def _no_decoder(device: torch.device) -> str:
+    return f"--decode device: neither TorchCodec nor torchvision decodes JPEGs on {device} here; use --decode cpu"
 
-    Raises DataError (bad input) for `--decode device` where the device cannot decode.
+
+def choose_decode(requested: str, device: torch.device, files: Sequence[str], cached: bool) -> tuple[str, str]:
+    """Where images are decoded ("cpu" | "device") and why (naming the decoder): the flag, or auto's choice.
+
+    Raises DataError (bad input) for `--decode device` where no decoder runs on the device.
     """
     if requested == "cpu":
         return "cpu", "--decode cpu"
     if requested == "device":
         if cached:
             raise DataError("--decode device cannot be combined with --cache-images (the cache holds decoded images)")
-        if not can_decode_on(device):
-            raise DataError(f"--decode device: torchvision cannot decode JPEGs on {device}; use --decode cpu")
-        return "device", "--decode device"
+        if (decoder := decoder_for(device)) is None:
+            raise DataError(_no_decoder(device))
+        return "device", f"--decode device; {decoder.name}"
     if cached:
         return "cpu", "auto: --cache-images holds decoded images"
     if device.type != "cuda":
         return "cpu", f"auto: the CPU path on {device.type}"
     if not mostly_jpeg(files):
         return "cpu", "auto: the data is mostly not JPEG"
-    if not can_decode_on(device):
-        return "cpu", "auto: this torchvision cannot decode JPEGs on CUDA"
-    return "device", "auto: JPEG data on CUDA (nvJPEG)"
+    if (decoder := decoder_for(device)) is None:
+        return "cpu", "auto: neither TorchCodec nor torchvision decodes JPEGs on CUDA here"
+    return "device", f"auto: JPEG data on CUDA (nvJPEG; {decoder.name})"
 
 
 class GpuDecodePlugin(Plugin):
@@ -147,8 +152,8 @@ class GpuDecodePlugin(Plugin):
         return {"decode": ["device"]}
 
     def unavailable(self, field: str, value: str, device) -> str | None:
-        if not can_decode_on(device):  # before the data is listed: MPS, XPU, a torchvision without nvJPEG
-            return f"--decode device: torchvision cannot decode JPEGs on {device}; use --decode cpu"
+        if decoder_for(device) is None:  # before the data is listed: MPS, XPU, a build without nvJPEG
+            return _no_decoder(device)
         return None
 
     def loaders(self, plan) -> None:
