@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from helpers import CHOICES, NON_DEFAULT
+from helpers import CHOICES, NEEDS, NON_DEFAULT
 
 # The licence answers change only LICENSE and pyproject.toml (test_licence_answers_leave_the_python_alone
 # proves it), so running their Python again would repeat the default bake's runs.
@@ -23,6 +23,12 @@ ANSWER_SETS: list[dict[str, str]] = [
     {var: values[i] for var, values in _OTHER_VALUES.items() if i < len(values)}
     for i in range(max(map(len, _OTHER_VALUES.values())))
 ]
+# An answer that works only beside another (scheduler=slurm needs multi_gpu=ddp) moves to the bake that has it.
+for _answers in ANSWER_SETS:
+    for (_var, _value), _needs in NEEDS.items():
+        if _answers.get(_var) == _value and not _needs.items() <= _answers.items():
+            del _answers[_var]
+            next(other for other in ANSWER_SETS if _needs.items() <= other.items())[_var] = _value
 
 
 @dataclass(frozen=True)
