@@ -132,7 +132,8 @@ PLUGIN_BAKES = [answers for answers in ANSWER_SETS
 def test_plugin_slow_tests_pass(bakery, answers, tmp_path):
     """The slow tests of the plugins an answer bake brings pass there (`pytest tests/plugins -m slow`); a bake whose
     quick tier ran in a version entry's environment runs its plugins' quick tests here too, so that both environments
-    run them (the gpu_decode tests take TorchCodec here, where the dev group has it, and torchvision's decoder there)."""
+    run them (the gpu_decode tests take TorchCodec here, where the dev group has it, and torchvision's decoder
+    there)."""
     project = bakery.project(**answers)
     assert (project / "tests" / "plugins").is_dir(), f"{bake_id(answers)} brings no plugin tests"
     tiers = ["-m", "slow"] if answers in QUICK_ON_MAIN else []

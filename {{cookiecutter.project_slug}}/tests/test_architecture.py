@@ -33,8 +33,11 @@ def imported_names(path: Path) -> set[str]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module
-            found.add(module)
             found.update(f"{module}.{alias.name}" for alias in node.names)  # `from . import loop` names a module
+            folder = PACKAGE_DIR.parent.joinpath(*module.split("."))
+            if not all((folder / f"{alias.name}.py").is_file() or (folder / alias.name).is_dir()
+                       for alias in node.names):
+                found.add(module)  # a name the package itself defines: its __init__ runs (else only the submodules)
     return found
 
 

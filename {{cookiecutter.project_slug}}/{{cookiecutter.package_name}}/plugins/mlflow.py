@@ -38,7 +38,7 @@ class MLflowPlugin(Plugin):
     name, optional, wants_step_losses = "mlflow", True, True
 
     def __init__(self):
-        self.client, self.run_id, self.logged_until = None, None, 0
+        self.client, self.run_id, self.logged_until, self.note = None, None, 0, None
 
     def choices(self) -> dict[str, list[str]]:
         return {"logger": ["mlflow"]}
@@ -64,12 +64,18 @@ class MLflowPlugin(Plugin):
                                        f"{(str(error).strip().splitlines() or [''])[0]}") from None
                 time.sleep(1 + attempt)
         save_tracker_run_id(out, "mlflow", self.run_id)
+        if self.note:
+            run.processes.print(self.note)
 
     def _open(self, out: Path, settings: dict, run_id: str | None) -> None:
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri(out))
+        if run_id is not None and not self._has_run(run_id):  # a run folder copied or moved away from its store
+            self.note = (f"note: --logger mlflow: run {run_id} (tracker.json) is not in {tracking_uri(out)}; "
+                         "this resume logs to a new MLflow run")
+            run_id = None
         if run_id is None:
             name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or PROJECT_NAME
             experiment = self.client.get_experiment_by_name(name)
@@ -83,6 +89,18 @@ class MLflowPlugin(Plugin):
         # a run killed between logging an epoch and saving the next checkpoint holds steps this process redoes
         history = self.client.get_metric_history(run_id, STEP_TAG)
         self.logged_until = max((point.step for point in history), default=0)
+
+    def _has_run(self, run_id: str) -> bool:
+        """Whether this store holds the run `run_id`."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_run(run_id)
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            return False
+        return True
 
     def after_epoch(self, run, row: dict) -> None:
         from mlflow.entities import Metric
