@@ -84,24 +84,29 @@ def metrics(path: Path) -> list[dict]:
 
 
 def test_section_lists_training_replay_export_predict_and_evaluate(bakery):
-    """The section shows training, --config, export to both formats, predict on each, evaluate (the default bake
-    has no tracker: its lines come with the tracker answer)."""
+    """The section shows training, --config, export to both formats and a model folder, predict on each, evaluate
+    (the default bake has no tracker: its lines come with the tracker answer)."""
     commands = " ; ".join(section_commands((bakery.project() / "README.md").read_text(encoding="utf-8")))
     for needle in ("train.py --epochs 3 --out runs/exp1", "--config", "--format onnx", "--format pt2",
-                   "predict.py model.onnx", "predict.py model.pt2", "evaluate.py"):
+                   "--format safetensors", "predict.py model.onnx", "predict.py model.pt2", "evaluate.py"):
         assert needle in commands, needle
 
 
 def test_readme_commands_log_replay_export_predict_and_evaluate(ran):
-    """A run; an exact replay and one with --lr changed; both exports checked; same labels; a mistakes grid."""
+    """A run; an exact replay and one with --lr changed; both exports checked, the model folder read back; same labels;
+    a mistakes grid."""
     project, outputs = ran
     runs = project / "runs"
     assert (runs / "exp1" / "last.pt").is_file() and not list((runs / "exp1").glob("events.out.tfevents.*"))
     assert metrics(runs / "exp1-again" / "metrics.csv") == metrics(runs / "exp1" / "metrics.csv")
     assert json.loads((runs / "exp1-lr" / "config.json").read_text())["lr"] == 1e-3
-    exports = [out for line, (_, out) in outputs.items() if "export.py" in line]
+    exports = [out for line, (_, out) in outputs.items() if "export.py" in line and "safetensors" not in line]
     assert len(exports) == 2 and all("parity on" in out and "wrote model." in out for out in exports)
     assert (project / "model.onnx").stat().st_size > 0 and (project / "model.pt2").stat().st_size > 0
+    folder = [out for line, (_, out) in outputs.items() if "--format safetensors" in line]
+    assert len(folder) == 1 and "read back: max |logit difference| 0)" in folder[0]
+    assert sorted(path.name for path in (project / "my-classifier").iterdir()) == [
+        "README.md", "config.json", "model.safetensors"]
     labels = [[row.split()[1] for row in out.splitlines()[1:]]
               for line, (_, out) in outputs.items() if line.startswith("python predict.py")]
     assert len(labels) == 2 and len(labels[0]) == 3 and labels[0] == labels[1]  # onnx and pt2 agree

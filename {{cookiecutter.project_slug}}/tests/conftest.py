@@ -39,9 +39,11 @@ torch.set_num_threads(1)  # this process read the variable when it imported torc
 for _name in (DEVICE_ENV_VAR, PAUSE_ENV_VAR, "RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
               "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT"):
     os.environ.pop(_name, None)
-# Trackers: the tests that log name their own offline places; no account or server of the user's is reached.
+# Trackers: no account or server of the user's is reached. The tests that log name their own places; the others
+# train with the project's default --logger, which for W&B must then be offline (its files go to the run folder).
 for _name in [name for name in os.environ if name.startswith(("MLFLOW_", "WANDB_"))]:
     os.environ.pop(_name)
+os.environ["WANDB_MODE"] = "offline"
 # Pretrained weights: an empty hub cache of the session's own (TORCH_HOME wins over XDG_CACHE_HOME and ~/.cache), so
 # no fixture of any scope starts from weights the machine has cached; each test then gets its own (offline_weights).
 SESSION_TORCH_HOME = tempfile.mkdtemp(prefix="pytest-torch-home-")

@@ -2,11 +2,11 @@
 
     TEST_PAUSE_AT=step:2:1 python tests/paused_train.py ARGS...      (ARGS as for train.py)
 
-Points: `step:E:S` (after epoch E's optimizer step S; the wait ends when a stop signal arrives),
-`validate:E` (after epoch E's last step, before its validation), `save:NAME:E[:S]` (NAME's new bytes
-written to their temporary file but not yet renamed into place). `@R` after a point (`step:1:2@1`)
-pauses rank R only; a process torchrun restarted never pauses. It prints `paused at POINT` on stderr
-and waits (at most 10 minutes) for the test's signal or kill.
+Points: `step:E:S` (after epoch E's optimizer step S, before its mid-epoch save; the wait ends when a stop
+signal arrives), `validate:E` (after epoch E's last step, before its save and validation), `save:NAME:E[:S]`
+(NAME's new bytes written to their temporary file but not yet renamed into place), `saved:NAME:E[:S]` (just
+renamed into place). `@R` after a point (`step:1:2@1`) pauses rank R only; a process torchrun restarted never
+pauses. It prints `paused at POINT` on stderr and waits (at most 10 minutes) for the test's signal or kill.
 
 It reaches train.py only through public seams: a plugin handed to `train.main(argv, plugins=...)` and
 the rename every checkpoint write ends with (os.replace). Nothing in the project knows of it.
@@ -58,15 +58,19 @@ class PausePoints(Plugin):
 
 
 def pausing_replace(replace):
-    """os.replace that first pauses at `save:NAME:E[:S]` when a checkpoint of that epoch and step is put in place."""
+    """os.replace that pauses at `save:NAME:E[:S]` before a checkpoint of that epoch and step is put in place, and
+    at `saved:NAME:E[:S]` after."""
     def patched(source, target):
         name = Path(target).name
-        if name in ("last.pt", "best.pt") and os.environ.get(PAUSE_ENV_VAR, "").startswith("save:"):
-            state = torch.load(source, map_location="cpu", weights_only=True)
-            point = f"save:{name}:{state['epoch']}" + (f":{state['step']}" if state.get("step") else "")
-            if wanted(point):
-                pause(point)
-        return replace(source, target)
+        if name not in ("last.pt", "best.pt") or not os.environ.get(PAUSE_ENV_VAR, "").startswith(("save:", "saved:")):
+            return replace(source, target)
+        state = torch.load(source, map_location="cpu", weights_only=True)
+        where = f"{name}:{state['epoch']}" + (f":{state['step']}" if state.get("step") else "")
+        if wanted(f"save:{where}"):
+            pause(f"save:{where}")
+        replace(source, target)
+        if wanted(f"saved:{where}"):
+            pause(f"saved:{where}")
     return patched
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import HANG_S
-from run_helpers import PROJECT, assert_same_run, load_cpu, train_env, wait_for
+from run_helpers import PROJECT, assert_same_run, load_cpu, paused, train_env, wait_for
 
 import evaluate
 import export
@@ -167,7 +167,7 @@ def _train(data: Path, out: Path, folder: Path, *extra: str, pause: str | None =
                "--batch-size", "8", "--image-size", "32", "--workers", "1", "--seed", "3", "--precision", "fp32",
                "--parallel", "none", "--epochs", "2", "--out", str(out), *extra]
     with open(log, "wb") as handle:
-        return subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=handle)
+        return subprocess.Popen(paused(command) if pause else command, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=handle)
 
 
 @pytest.mark.slow

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import HANG_S, nested_tensors
-from run_helpers import EPOCHS, PROJECT, assert_same_run, load_cpu, start_train, train_command, train_env, wait_for
+from run_helpers import (EPOCHS, PROJECT, assert_same_run, load_cpu, paused, start_train, train_command, train_env,
+                         wait_for)
 
 import train
 from {{ cookiecutter.package_name }}.config import usable_cores
@@ -32,7 +33,7 @@ KILLS_WORKERS_0 = [
     ("step:1:2", (1, 1)),          # between steps: the checkpoint of step 1
     ("save:best.pt:1", (1, 3)),    # during the write of best.pt: last.pt is still the last step's
     ("save:last.pt:2:1", (1, 0)),  # during a mid-epoch write of last.pt: the old file survives whole
-    ("validate:2", (2, 3)),        # between training and validation: resumes with no step left
+    ("saved:last.pt:2:3", (2, 3)), # the last step's checkpoint in place, before validation: no step left
     ("step:3:2", (3, 1)),
 ]
 KILLS_WORKERS_2 = [
@@ -169,7 +170,7 @@ def test_fine_tuning_controls_resume_exactly_after_a_kill(tiny_data, tmp_path):
     reference_out, out, log = tmp_path / "reference", tmp_path / "run", tmp_path / "kill.log"
     _train(tiny_data, reference_out, extra=FINETUNE_FLAGS)
     with open(log, "wb") as handle:
-        process = subprocess.Popen([*train_command(tiny_data, out, 0, False), *FINETUNE_FLAGS], cwd=PROJECT,
+        process = subprocess.Popen(paused([*train_command(tiny_data, out, 0, False), *FINETUNE_FLAGS]), cwd=PROJECT,
                                    env=train_env("step:2:1"), stdout=subprocess.DEVNULL, stderr=handle)
     try:
         wait_for(process, log, "paused at step:2:1")

@@ -26,14 +26,25 @@ from {{ cookiecutter.package_name }}.training.run_state import model_from_state
 PROJECT = Path(__file__).resolve().parents[3]
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
 # .lock: the run-folder lock rank 0 held (kept: deleting a lock file lets two runs lock different files)
-RUN_FILES = [".lock", "best.pt", "config.json", "curves.png", "last.pt", "metrics.csv"]
+# and what the project's tracker keeps there: its run's id (tracker.json), W&B's files, TensorBoard's event file
+RUN_FILES = sorted([".lock", "best.pt", "config.json", "curves.png", "last.pt", "metrics.csv",
+{%- if cookiecutter.tracker == "tensorboard" %} "EVENTS"
+{%- elif cookiecutter.tracker == "mlflow" %} "tracker.json"
+{%- elif cookiecutter.tracker == "wandb" %} "tracker.json", "wandb"
+{%- endif %}])
+
+
+def run_files(out: Path) -> list[str]:
+    """The run folder's names, TensorBoard's event file (named after the host and the time) as EVENTS."""
+    return sorted("EVENTS" if path.name.startswith("events.out.tfevents.") else path.name for path in out.iterdir())
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # torchrun with this interpreter (works in any venv)
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # ranks share the cores; torchrun's own default, quietly
+    # ranks share the cores (torchrun's own default, quietly); W&B, where it is the tracker, logs offline
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
     env.pop(PAUSE_ENV_VAR, None)
     return {**env, **extra}
 
@@ -75,7 +86,7 @@ def ddp_run(tiny_data, tmp_path_factory):
 def test_two_rank_ddp_on_cpu_leaves_one_set_of_files_and_a_plain_checkpoint(ddp_run):
     """Exit 0, exactly one last.pt/best.pt/metrics/config/plot (no temp files), model keys without `module.`."""
     _, out = ddp_run
-    assert sorted(path.name for path in out.iterdir()) == RUN_FILES
+    assert run_files(out) == RUN_FILES
     state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
     assert state["epoch"] == 1 and state["config"]["parallel"] == "ddp"
     assert not any(key.startswith(("module.", "_orig_mod.")) for key in state["model"])
@@ -121,7 +132,7 @@ def test_ddp_with_nccl_puts_each_rank_on_its_own_gpu(tiny_data, tmp_path):
                       "--image-size", "32", "--batch-size", "4", "--epochs", "1", "--no-pretrained", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "device: cuda:0" in result.stdout and "weights identical on every rank" in result.stdout
-    assert sorted(path.name for path in out.iterdir()) == RUN_FILES
+    assert run_files(out) == RUN_FILES
 
 
 @pytest.mark.slow
