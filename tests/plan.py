@@ -40,6 +40,9 @@ class Entry:
     torchvision: str
     why: str
     answers: dict[str, str] = field(hash=False)
+    # another bake whose plugin tests (quick tier) run in this environment too, for a plugin whose code depends on
+    # the torch pair: the gpu_decode answer falls back to torchvision's decoder where TorchCodec has no release
+    plugins_of: dict[str, str] = field(default_factory=dict, hash=False)
 
     def __str__(self) -> str:
         return f"py{self.python}-torch{self.torch}"
@@ -50,7 +53,8 @@ MATRIX = [
     # weights_only loading accepts. Python 3.10 is the oldest that the newest torch still had wheels for (2.14).
     # The oldest torch gets the bake whose defaults lean most on version-dependent code (fp16's GradScaler,
     # DDP, the fake-CUDA paths of a cuda default).
-    Entry("3.10", "2.4", "0.19", "the oldest torch pair, on the oldest Python", ANSWER_SETS[1]),
+    Entry("3.10", "2.4", "0.19", "the oldest torch pair, on the oldest Python", ANSWER_SETS[1],
+          plugins_of={"gpu_decode": "yes"}),
     Entry("3.12", "2.11", "0.26", "the GPU machine's pins", ANSWER_SETS[0]),
     Entry("3.13", "2.15", "0.29", "the newest torch pair, on the newest Python", ANSWER_SETS[3]),
 ]

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -79,9 +80,27 @@ def test_a_generated_project_passes_its_quick_tier_and_export_round_trip(entry, 
     assert proc.returncode == 0, f"{entry} ({entry.why}), bake {bake_id(entry.answers)}: {describe(proc)}"
     timings = proc.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"install \d+ quick \d+ export \d+", timings), describe(proc)
+    if entry.plugins_of:  # in the same environment, after the entry's own bake
+        timings += f" plugins {_plugin_tests(entry, bakery, tmp_path)}"
     # the session's summary prints these (conftest.py); a property reaches it from any xdist worker
     line = f"{entry} torchvision {entry.torchvision}, bake {bake_id(entry.answers)}: {timings}"
     record_property("version_timings", line)
+
+
+def _plugin_tests(entry, bakery, tmp_path: Path) -> int:
+    """Run the quick tier of `entry.plugins_of`'s plugin tests with the entry's environment; return its seconds.
+
+    The environment has the entry's own bake installed: its package has the same name, and `python -m pytest`
+    in the other bake's folder imports that folder's package first (the current folder leads sys.path).
+    """
+    project = bakery.project(**entry.plugins_of)
+    assert (project / "tests" / "plugins").is_dir(), f"{bake_id(entry.plugins_of)} brings no plugin tests"
+    started = time.monotonic()
+    proc = run([str(tmp_path / "venv" / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                "-m", "not slow", "tests/plugins", f"--basetemp={tmp_path / 'plugins'}"],
+               cwd=project, timeout=900, OMP_NUM_THREADS="1")
+    assert proc.returncode == 0, f"{entry}: plugin tests of {bake_id(entry.plugins_of)}: {describe(proc)}"
+    return round(time.monotonic() - started)
 
 
 def test_the_generated_pyproject_claims_exactly_the_tested_range(bakery):

@@ -167,7 +167,8 @@ def _train(data: Path, out: Path, folder: Path, *extra: str, pause: str | None =
                "--batch-size", "8", "--image-size", "32", "--workers", "1", "--seed", "3", "--precision", "fp32",
                "--parallel", "none", "--epochs", "2", "--out", str(out), *extra]
     with open(log, "wb") as handle:
-        return subprocess.Popen(paused(command) if pause else command, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=handle)
+        return subprocess.Popen(paused(command) if pause else command, cwd=PROJECT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=handle)
 
 
 @pytest.mark.slow

@@ -20,8 +20,17 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import HANG_S, nested_tensors
-from run_helpers import (EPOCHS, PROJECT, assert_same_run, load_cpu, paused, start_train, train_command, train_env,
-                         wait_for)
+from run_helpers import (
+    EPOCHS,
+    PROJECT,
+    assert_same_run,
+    load_cpu,
+    paused,
+    start_train,
+    train_command,
+    train_env,
+    wait_for,
+)
 
 import train
 from {{ cookiecutter.package_name }}.config import usable_cores

@@ -156,7 +156,8 @@ def test_torchcodec_is_chosen_where_it_loads_and_the_run_says_so(kinds_data):
     jpeg.decoder_for.cache_clear()
     name = jpeg.decoder_for(CPU).name
     assert name == f"torchcodec {torchcodec.__version__}"
-    cfg = TrainConfig(data=str(kinds_data), image_size=24, batch_size=6, workers=0, pretrained=False, decode="device")
+    cfg = TrainConfig(data=str(kinds_data), image_size=24, batch_size=6, workers=0, pretrained=False, decode="device",
+                      parallel="none")  # whatever the bake's multi_gpu answer made the default
     run = Run(cfg, CPU, plugins=PLUGINS)
     run.close()
     assert run.machine()["decode_reason"] == f"--decode device; {name}"
