@@ -395,6 +395,10 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, facts: _FileFac
         if literal.startswith(("cuda", "nccl", "gpu", "mps", "xpu")):  # `args.device == "gpu"`: the user asked
             return _CUDA if positive else _NOT_CUDA  # (a default that asks is reported where it is set)
         return (_NOT_CUDA if positive else _CUDA) if literal in ("cpu", "gloo") else None
+    signed = next((side for side in (left, right) if _int(side) is not None), None)  # `-1` too
+    known = None if signed is None or facts is None else _default_guard(left, op, right, signed, facts)
+    if known is not None:
+        return known or None
     base = _guard(other, facts) if isinstance(other, ast.Call) else _flag_guard(other, facts)
     number = next((side for side in (left, right) if isinstance(side, ast.Constant) and type(side.value) is int), None)
     if base is None or (number is not None and facts is not None and not isinstance(other, ast.Call)
@@ -403,6 +407,52 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, facts: _FileFac
     negative = isinstance(op, (ast.Is, ast.Eq)) or \
         (isinstance(op, (ast.Lt, ast.LtE)) and isinstance(right, ast.Constant))
     return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}[base] if negative else base
+
+
+def _int(node: ast.AST | None) -> int | None:
+    """An int constant's value, `-1` included (a unary minus in the tree), else None (bools too)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _int(node.operand)
+        return None if value is None else -value
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+
+def _int_default(node: ast.AST | None) -> int | tuple[int, ...] | None:
+    """A default that is an int (`-1`) or a list or tuple of ints (`[-1]`, a `nargs` option's), else None."""
+    if isinstance(node, (ast.List, ast.Tuple)) and node.elts:
+        values = tuple(_int(e) for e in node.elts)
+        return None if None in values else values
+    return _int(node)
+
+
+_ORDER = {ast.Gt: int.__gt__, ast.GtE: int.__ge__, ast.Lt: int.__lt__, ast.LtE: int.__le__,
+          ast.Eq: int.__eq__, ast.NotEq: int.__ne__}
+
+
+def _default_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, number: ast.AST, facts: _FileFacts) -> str | None:
+    """`gpu_id >= 0`, `args.gpu[0] < 0` of a GPU id whose every visible default (argparse, a parameter) is a
+    number or a list of numbers: _CUDA/_NOT_CUDA where each default takes the CPU side (the GPU needs an
+    explicit id), '' where one takes the GPU side (no guard: `--gpu default=0`), None where the defaults do
+    not settle it.
+
+    The GPU side is the one a large id takes; `== -1`/`!= -1` compare with the CPU's value. A flag an
+    availability check sets is left to the other rules."""
+    other = right if number is left else left
+    if isinstance(other, ast.Subscript):  # `args.gpu[0]` of `--gpu nargs="+" default=[-1]`
+        other = other.value
+    name, compare, limit = _last(other).lower(), _ORDER.get(type(op)), _int(number)
+    if compare is None or not _accel_flag(name) or _CPU_WORD.search(name) or name in facts.checked_flags or \
+            (isinstance(op, (ast.Eq, ast.NotEq)) and limit >= 0):
+        return None  # `gpus == 0` counts, `gpu == 0` names one: the other rules decide
+    defaults = facts.int_defaults.get(name)
+    if not defaults:
+        return None
+    values = [v for d in defaults for v in ((d,) if isinstance(d, int) else d)]  # a list's ids reach it one by one
+    holds = (lambda v: compare(v, limit)) if number is right else (lambda v: compare(limit, v))
+    gpu_side = holds(10**9)
+    if any(holds(v) == gpu_side for v in values):
+        return ""  # the default itself takes the GPU branch: nothing guards it
+    return _CUDA if gpu_side else _NOT_CUDA
 
 
 def _device_literals(node: ast.AST | None, facts: _FileFacts | None = None) -> list[tuple[str, bool]]:
@@ -597,6 +647,37 @@ class _FileFacts:
         """argparse destinations off unless asked for (`--cuda` store_true, `default=None`), here or in a checked
         file: `args.cuda > 0` is then an explicit request, like `args.cuda`."""
         return frozenset(self.project.options_off | {dest for dest, on in self._options() if not on and dest})
+
+    @functools.cached_property
+    def int_defaults(self) -> dict[str, list[int | tuple[int, ...]]]:
+        """Number defaults of accelerator flags: this file's argparse options (else the checked files') and
+        parameters (`gpu_id=-1`); a flag with any other default (`None`, True, a name) is left out."""
+        found: dict[str, list] = {}
+        options = self._option_defaults()
+        for dest, default in self.project.option_defaults:
+            if dest not in self.options_declared:
+                options.append((dest, default))
+        for node in self.kinds.get(ast.arguments, []):
+            params = node.posonlyargs + node.args
+            options += [(a.arg.lower(), d) for a, d in zip(params[len(params) - len(node.defaults):], node.defaults)]
+            options += [(a.arg.lower(), d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+        for name, default in options:
+            if name and _accel_flag(name):
+                found.setdefault(name, []).append(_int_default(default))
+        wished = self._wished_flags() | self.project.wished  # `f(gpu_id=True)` somewhere: not a number
+        return {n: values for n, values in found.items() if None not in values and n not in wished}
+
+    def _option_defaults(self) -> list[tuple[str, ast.AST | None]]:
+        """(destination, default node) for each add_argument call here (None: no default, or a store action)."""
+        found = []
+        for call in self.calls:
+            if _last(call) == "add_argument":
+                options = [_string(a) or "" for a in call.args]
+                dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
+                    next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")), "")
+                action = _string(getattr(_keyword(call, "action"), "value", None))
+                found.append((dest.lower(), None if action else getattr(_keyword(call, "default"), "value", None)))
+        return found
 
     @functools.cached_property
     def options_on(self) -> set[str]:
@@ -1189,6 +1270,7 @@ class _Project:
         self.cuda_extension_folders: set[str] = set()  # folders (not a project root) that build a CUDA extension
         self.options_on: set[str] = set()  # argparse options on by default in some checked file
         self.options_off: set[str] = set()  # ... and off unless asked for
+        self.option_defaults: list[tuple[str, ast.AST | None]] = []  # (destination, default) of every option
         self.checked_keywords: set[str] = set()  # flags passed an availability check by keyword somewhere
         self.cpu_saved_files: set[str] = set()  # file names some checked file saves CPU tensors to (`feats.pt`)
 
@@ -1198,6 +1280,7 @@ class _Project:
             self.files[_realpath(path)] = facts
         self.options_on |= facts.options_on
         self.options_off |= {dest for dest, on in facts._options() if not on and dest}
+        self.option_defaults += facts._option_defaults()
         self.cpu_saved_files |= {key for key in facts.cpu_saved_explicitly if "(" not in key}  # names, not code
         if _builds_cuda_extension(facts) and os.path.isfile(path):
             folder = os.path.dirname(_realpath(path))

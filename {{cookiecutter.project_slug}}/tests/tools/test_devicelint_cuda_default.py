@@ -533,3 +533,96 @@ def test_a_config_flag_set_true_is_not_the_command_lines_flag_of_the_same_name()
         """
     assert found(source) == []
     assert found(source.replace("cfg.CUDA = True", "args.cuda = True")) == [(6, "DEV001"), (8, "DEV001")]
+
+
+# Round 7: a GPU id whose default is negative (held-out 6's DGL-KE shapes, reduced, not copied).
+ROUND7_QUIET = {
+    "parameter_id_defaults_to_minus_one": """
+        def lookup(table, index, gpu_id=-1):
+            rows = table[index]
+            if gpu_id >= 0:
+                rows = rows.cuda(gpu_id)
+            return rows
+        lookup(torch.zeros(4, 2), 0)
+        """,
+    "conditional_expression_of_such_an_id": """
+        def place(x, gpu=-1):
+            return x.cuda(gpu) if gpu >= 0 else x
+        place(torch.zeros(2))
+        """,
+    "device_string_chosen_by_such_an_id": """
+        def place(x, gpu=-1):
+            return x.to("cpu" if gpu < 0 else "cuda:" + str(gpu))
+        place(torch.zeros(2))
+        """,
+    "option_list_of_ids_defaults_to_minus_one": """
+        parser.add_argument("--gpu", type=int, default=[-1], nargs="+", help="gpu ids, -1: CPU")
+        args = parser.parse_args()
+        device = torch.device("cpu") if args.gpu[0] < 0 else torch.device("cuda:" + str(args.gpu[0]))
+        """,
+}
+
+
+@pytest.mark.parametrize("source", ROUND7_QUIET.values(), ids=ROUND7_QUIET.keys())
+def test_a_gpu_id_whose_default_is_negative_guards_its_gpu_branch(source: str) -> None:
+    """`if gpu_id >= 0:` with `gpu_id=-1` (or `--gpu default=[-1]`) takes the GPU branch only on an explicit id."""
+    assert found(source) == []
+
+
+def test_an_id_option_another_script_declares_guards_a_helper_that_is_passed_it(tmp_path: Path) -> None:
+    """`get_dev(gpu)` has no default of its own: the scripts' `--gpu default=-1` is what reaches it."""
+    files = {
+        "train.py": """
+            import argparse
+            from models import get_dev
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--gpu", type=int, default=-1)
+            args = parser.parse_args()
+            device = get_dev(args.gpu)
+            """,
+        "models.py": """
+            import torch
+            def get_dev(gpu):
+                return torch.device("cpu") if gpu < 0 else torch.device("cuda:" + str(gpu))
+            """,
+    }
+    assert where(tree(tmp_path, files), tmp_path) == []
+    files["train.py"] = files["train.py"].replace("default=-1", "default=0")
+    assert where(tree(tmp_path, files), tmp_path) == [("models.py", 4, "DEV002")]
+
+
+ROUND7_FOUND = {
+    "option_id_defaults_to_gpu_zero": ("""
+        parser.add_argument("--gpu", type=int, default=0)
+        args = parser.parse_args()
+        if args.gpu >= 0:
+            model = model.cuda(args.gpu)
+        """, [(5, "DEV001")]),
+    "parameter_id_defaults_to_gpu_zero": ("""
+        def lookup(table, index, gpu_id=0):
+            rows = table[index]
+            if gpu_id >= 0:
+                rows = rows.cuda(gpu_id)
+            return rows
+        lookup(torch.zeros(4, 2), 0)
+        """, [(5, "DEV001")]),
+    "option_list_of_ids_defaults_to_gpu_zero": ("""
+        parser.add_argument("--gpu", type=int, default=[0], nargs="+")
+        args = parser.parse_args()
+        device = torch.device("cpu") if args.gpu[0] < 0 else torch.device("cuda:" + str(args.gpu[0]))
+        """, [(4, "DEV002")]),
+    "id_without_a_visible_default": ("""
+        def lookup(table, index, gpu_id):
+            rows = table[index]
+            if gpu_id >= 0:
+                rows = rows.cuda(gpu_id)
+            return rows
+        lookup(torch.zeros(4, 2), 0, 0)
+        """, [(5, "DEV001")]),
+}
+
+
+@pytest.mark.parametrize(("source", "expected"), ROUND7_FOUND.values(), ids=ROUND7_FOUND.keys())
+def test_a_gpu_id_whose_default_is_a_gpu_guards_nothing(source: str, expected: list) -> None:
+    """`--gpu default=0` (or `gpu_id=0`, `[0]`) takes `if gpu >= 0:` by default; an id with no default is unknown."""
+    assert found(source) == expected
