@@ -455,6 +455,19 @@ def _default_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, number: ast.AST
     return _CUDA if gpu_side else _NOT_CUDA
 
 
+def _wrapper_test(test: ast.AST) -> tuple[str, bool]:
+    """`isinstance(model, nn.DataParallel)` (or a tuple of DP/DDP types): ("model", True); under `not`: False;
+    ("", False) for any other test."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        name, wrapped = _wrapper_test(test.operand)
+        return name, bool(name) and not wrapped
+    if not (isinstance(test, ast.Call) and _last(test) == "isinstance" and len(test.args) == 2):
+        return "", False
+    types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+    name = _dotted(test.args[0])
+    return (name, True) if name and types and all(_last(t) in _WRAPPERS for t in types) else ("", False)
+
+
 def _device_literals(node: ast.AST | None, facts: _FileFacts | None = None) -> list[tuple[str, bool]]:
     """Accelerator names hard-coded in an expression, each with True where a CUDA test guards it."""
     if isinstance(node, ast.IfExp):
@@ -1653,18 +1666,24 @@ class _Checker(ast.NodeVisitor):
         nccl = self.facts.implies_cuda(node) or isinstance(node, ast.If) and (
             (id(node), "body") in scopes or self.facts.starts_nccl(node.body))
         self.visit(node.test)
-        self._visit_branch(node.body, guard == _CUDA, nccl)
+        tested, wrapped_if_true = _wrapper_test(node.test)
+        self._visit_branch(node.body, guard == _CUDA, nccl, "" if wrapped_if_true else tested)
         self._visit_branch(node.orelse, guard == _NOT_CUDA, isinstance(node, ast.If) and (
-            (id(node), "orelse") in scopes or self.facts.starts_nccl(node.orelse)))
+            (id(node), "orelse") in scopes or self.facts.starts_nccl(node.orelse)), tested if wrapped_if_true else "")
         body = node.body if isinstance(node.body, list) else []
         if guard == _NOT_CUDA and body and _exits(body[-1]):
             self.guarded += 1  # `if not torch.cuda.is_available(): return`; restored when the function ends
 
     visit_IfExp = visit_If
 
-    def _visit_branch(self, body: list[ast.stmt] | ast.expr, guarded: bool, cuda_only: bool = False) -> None:
-        """Visit statements (or an expression) that run only on one side of a test."""
+    def _visit_branch(self, body: list[ast.stmt] | ast.expr, guarded: bool, cuda_only: bool = False,
+                      unwrapped: str = "") -> None:
+        """Visit statements (or an expression) that run only on one side of a test; `unwrapped` names a model the
+        test found not to be a DP/DDP wrapper there (the `else` of `isinstance(model, DataParallel)`)."""
         saved = self.guarded, self.cuda_only
+        hidden = [names for names in (self.wrapped_attrs, *self.wrapped) if unwrapped and unwrapped in names]
+        for names in hidden:
+            names.discard(unwrapped)
         self.guarded += guarded
         self.cuda_only += cuda_only
         self.branches += 1
@@ -1672,6 +1691,8 @@ class _Checker(ast.NodeVisitor):
             self.visit(child)
         self.branches -= 1
         self.guarded, self.cuda_only = saved
+        for names in hidden:
+            names.add(unwrapped)
 
     def generic_branch(self, node: ast.AST) -> None:
         """Loops and try blocks may not run: a rebinding inside them does not forget a wrapper."""

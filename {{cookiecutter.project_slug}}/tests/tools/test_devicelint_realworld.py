@@ -265,6 +265,57 @@ def test_state_dict_of_a_model_wrapped_in_another_branch_is_reported() -> None:
         """) == ["DEV009"]
 
 
+def test_state_dict_in_the_else_of_a_wrapper_test_is_not_reported() -> None:
+    """`if isinstance(model, DataParallel): ... else: model.state_dict()`: the else holds an unwrapped model
+    (held-out 5's YOLOv4, held-out 6's 3D U-Net); so does the body of `not isinstance(...)`."""
+    assert codes("""
+        model = torch.nn.DataParallel(model)
+        if isinstance(model, torch.nn.DataParallel):
+            torch.save(model.module.state_dict(), "interrupted.pth")
+        else:
+            torch.save(model.state_dict(), "interrupted.pth")
+        """) == []
+    assert codes("""
+        class Trainer:
+            def __init__(self, model):
+                self.model = nn.DataParallel(model)
+
+            def save(self):
+                if not isinstance(self.model, (nn.DataParallel, DistributedDataParallel)):
+                    state = self.model.state_dict()
+                else:
+                    state = self.model.module.state_dict()
+                torch.save(state, "last.pth")
+        """) == []
+    assert codes("model = DDP(model)\n"
+                 "sd = model.module.state_dict() if isinstance(model, DDP) else model.state_dict()\n"
+                 "torch.save(sd, 'm.pth')\n") == []
+
+
+def test_state_dict_where_a_wrapper_test_holds_or_tests_another_class_is_reported() -> None:
+    """The wrapped branch of the test, another model's state, and a test of another class still count."""
+    assert codes("""
+        model = torch.nn.DataParallel(model)
+        if isinstance(model, torch.nn.DataParallel):
+            torch.save(model.state_dict(), "interrupted.pth")
+        """) == ["DEV009"]
+    assert codes("""
+        model = DDP(model)
+        ema = DDP(ema)
+        if isinstance(model, DDP):
+            pass
+        else:
+            torch.save(ema.state_dict(), "ema.pth")
+        """) == ["DEV009"]
+    assert codes("""
+        model = torch.nn.DataParallel(model)
+        if isinstance(model, torch.nn.Module):
+            pass
+        else:
+            torch.save(model.state_dict(), "m.pth")
+        """) == ["DEV009"]
+
+
 def test_state_dict_of_a_wrapper_handed_to_a_checker_is_not_reported() -> None:
     """`sanity_check(model.state_dict(), path)` (MoCo) compares keys; it saves nothing."""
     assert codes("model = DDP(model)\nsanity_check(model.state_dict(), args.pretrained)\n") == []
