@@ -683,14 +683,18 @@ class _FileFacts:
     def _option_defaults(self) -> list[tuple[str, ast.AST | None]]:
         """(destination, default node) for each add_argument call here (None: no default, or a store action)."""
         found = []
-        for call in self.calls:
-            if _last(call) == "add_argument":
-                options = [_string(a) or "" for a in call.args]
-                dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
-                    next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")), "")
-                action = _string(getattr(_keyword(call, "action"), "value", None))
-                found.append((dest.lower(), None if action else getattr(_keyword(call, "default"), "value", None)))
+        for call in self.argument_calls:
+            options = [_string(a) or "" for a in call.args]
+            dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
+                next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")), "")
+            action = _string(getattr(_keyword(call, "action"), "value", None))
+            found.append((dest.lower(), None if action else getattr(_keyword(call, "default"), "value", None)))
         return found
+
+    @functools.cached_property
+    def argument_calls(self) -> list[ast.Call]:
+        """The add_argument calls here (read by every question about options)."""
+        return [call for call in self.calls if _last(call) == "add_argument"]
 
     @functools.cached_property
     def options_on(self) -> set[str]:
@@ -700,9 +704,7 @@ class _FileFacts:
     def _options(self) -> list[tuple[str, bool]]:
         """(destination, on by default) for each add_argument call here."""
         found = []
-        for call in self.calls:
-            if _last(call) != "add_argument":
-                continue
+        for call in self.argument_calls:
             options = [_string(a) or "" for a in call.args]
             dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
                 next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")), "")
