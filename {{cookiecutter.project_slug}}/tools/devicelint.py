@@ -37,7 +37,10 @@ says that the lint cannot tell whether its callers check for CUDA. Not reported:
   ``isinstance(x, torch.cuda.FloatTensor)``, a backend asked for by name (``args.gpu_type == "mps"``),
   the ``else`` of a CPU check, after ``if not ...: return``, a skip decorator or a module's
   ``pytestmark``, a flag an availability check sets (``use_cuda = torch.cuda.is_available()``, also as an
-  argument), a flag off by default (``--cuda`` store_true, ``args.gpu is not None``), a helper that
+  argument), a flag off by default (``--cuda`` store_true, ``args.gpu is not None``), a GPU id compared
+  with a number where each default the lint sees takes the CPU side (``if gpu_id >= 0:`` with
+  ``gpu_id=-1`` or ``--gpu default=[-1]``; ``default=0`` guards nothing), the branch of
+  ``isinstance(model, DataParallel)`` that failed (DEV009: not wrapped there), a helper that
   returns a check, a test's ``with pytest.raises(...)``/``pytest.warns(...)`` (the failure is the point);
 - code after NCCL starts or CUDA is asserted (``assert torch.cuda.is_available()``, ``if not ...:
   sys.exit()``), wherever that happens: in the function, in ``__main__``, in a ``setup()`` or
