@@ -10,8 +10,10 @@ import hashlib
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -32,8 +34,8 @@ TINY = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture
-def compiled(tiny_data, tmp_path):
+@pytest.fixture(scope="module")
+def compiled(tiny_data, tmp_path_factory):
     """A function running train.py --compile on the tiny data in a fresh process (its own inductor cache)."""
     if not compile_cache.supported():
         pytest.skip("torch.compiler.save_cache_artifacts arrived in torch 2.7")
@@ -41,13 +43,13 @@ def compiled(tiny_data, tmp_path):
         check_compile(torch.device("cpu"))
     except ParallelError as error:
         pytest.skip(str(error))
-    (tmp_path / "user").mkdir()
-    (tmp_path / "user" / "tiny_net.py").write_text(TINY)
+    user = tmp_path_factory.mktemp("compile-user")
+    (user / "tiny_net.py").write_text(TINY)
 
     def run(out, *extra: str) -> subprocess.CompletedProcess:
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(tmp_path / "user"),
-               "XDG_CACHE_HOME": str(tmp_path / "user-cache"),  # this user's signing key, for the test alone
-               "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"inductor-{len(list(tmp_path.glob('inductor-*')))}")}
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(user),
+               "XDG_CACHE_HOME": str(user / "cache"),  # this user's signing key, for these tests alone
+               "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="inductor-", dir=user)}  # empty for each run
         command = [sys.executable, "train.py", "--data", str(tiny_data), "--out", str(out), "--device", "cpu",
                    "--backbone", "tiny_net:tiny", "--no-pretrained", "--image-size", "32", "--batch-size", "8",
                    "--workers", "0", "--compile", "--progress", "none", *extra]
@@ -55,11 +57,18 @@ def compiled(tiny_data, tmp_path):
     return run
 
 
-def test_a_resumed_compiled_run_loads_the_cache_its_first_run_saved(compiled, tmp_path):
-    """Epoch 1 saves compile_cache.bin and what it was made for; the resume to epoch 2 loads it."""
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def first_epoch(compiled, tmp_path_factory):
+    """A run folder after one compiled epoch (shared: each test resumes a copy of it)."""
+    out = tmp_path_factory.mktemp("compiled") / "run"
     first = compiled(out, "--epochs", "1")
     assert first.returncode == 0, first.stderr[-2000:]
+    return out
+
+
+def test_a_resumed_compiled_run_loads_the_cache_its_first_run_saved(compiled, first_epoch, tmp_path):
+    """Epoch 1 saves compile_cache.bin and what it was made for; the resume to epoch 2 loads it."""
+    out = shutil.copytree(first_epoch, tmp_path / "run")
     assert (out / compile_cache.CACHE).stat().st_size > 0
     assert json.loads((out / compile_cache.KEY).read_text())["made_for"]["device"] == "cpu"
     resumed = compiled(out, "--epochs", "2", "--resume", str(out))
@@ -77,11 +86,10 @@ class Unpickled:
 
 
 @pytest.mark.parametrize("damage", ["truncated", "another device", "a pickle from elsewhere"])
-def test_a_damaged_foreign_or_hostile_cache_is_ignored_with_a_note(compiled, tmp_path, damage):
+def test_a_damaged_foreign_or_hostile_cache_is_ignored_with_a_note(compiled, first_epoch, tmp_path, damage):
     """A cache cut short, made for another device, or replaced by a pickle that runs code: not trusted, never
     unpickled; a note, and the run compiles anew."""
-    out, marker = tmp_path / "run", tmp_path / "unpickled"
-    assert compiled(out, "--epochs", "1").returncode == 0
+    out, marker = shutil.copytree(first_epoch, tmp_path / "run"), tmp_path / "unpickled"
     record = json.loads((out / compile_cache.KEY).read_text())
     if damage == "truncated":
         (out / compile_cache.CACHE).write_bytes((out / compile_cache.CACHE).read_bytes()[:100])
@@ -97,3 +105,24 @@ def test_a_damaged_foreign_or_hostile_cache_is_ignored_with_a_note(compiled, tmp
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "note: compile cache ignored" in resumed.stderr and "compile cache: loaded" not in resumed.stderr
     assert not marker.exists()
+
+
+def test_a_cache_this_user_did_not_sign_never_reaches_torch(tmp_path, monkeypatch):
+    """The signature is checked before torch sees the bytes: torch's loader unpickles what a well-formed cache
+    holds, so a copied run folder whose cache was swapped (a plain hash recomputed) must never reach it. (The
+    hostile file above is refused by torch's own format check too, so only this test sees a missing HMAC check.)"""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    reached = []
+    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", lambda data: reached.append(data), raising=False)
+    swapped = b"artifacts from elsewhere"
+    (tmp_path / compile_cache.CACHE).write_bytes(swapped)
+    record = {"made_for": compile_cache.cache_key(torch.device("cpu")),
+              "signature": hashlib.sha256(swapped).hexdigest()}
+    (tmp_path / compile_cache.KEY).write_text(json.dumps(record))
+    note = compile_cache.load(tmp_path, torch.device("cpu"))
+    assert note.startswith("note: compile cache ignored") and "not written by this user's runs" in note
+    assert reached == []
+    record["signature"] = compile_cache.signature(swapped)  # signed by this user: handed to torch
+    (tmp_path / compile_cache.KEY).write_text(json.dumps(record))
+    compile_cache.load(tmp_path, torch.device("cpu"))
+    assert reached == [swapped]
