@@ -412,6 +412,14 @@ def _compare_guard(left: ast.AST, op: ast.cmpop, right: ast.AST, facts: _FileFac
     return {_CUDA: _NOT_CUDA, _NOT_CUDA: _CUDA}[base] if negative else base
 
 
+def _option_dest(call: ast.Call) -> str:
+    """An add_argument call's destination, lower-cased: `dest=`, else its first long or short option's name."""
+    options = [_string(a) or "" for a in call.args]
+    dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
+        next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")), "")
+    return dest.lower()
+
+
 def _int(node: ast.AST | None) -> int | None:
     """An int constant's value, `-1` included (a unary minus in the tree), else None (bools too)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -669,7 +677,7 @@ class _FileFacts:
         """Number defaults of accelerator flags: this file's argparse options (else the checked files') and
         parameters (`gpu_id=-1`); a flag with any other default (`None`, True, a name) is left out."""
         found: dict[str, list] = {}
-        options = self._option_defaults()
+        options = list(self.option_defaults)
         for dest, default in self.project.option_defaults:
             if dest not in self.options_declared:
                 options.append((dest, default))
@@ -683,15 +691,13 @@ class _FileFacts:
         wished = self._wished_flags() | self.project.wished  # `f(gpu_id=True)` somewhere: not a number
         return {n: values for n, values in found.items() if None not in values and n not in wished}
 
-    def _option_defaults(self) -> list[tuple[str, ast.AST | None]]:
+    @functools.cached_property
+    def option_defaults(self) -> list[tuple[str, ast.AST | None]]:
         """(destination, default node) for each add_argument call here (None: no default, or a store action)."""
         found = []
         for call in self.argument_calls:
-            options = [_string(a) or "" for a in call.args]
-            dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
-                next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")), "")
             action = _string(getattr(_keyword(call, "action"), "value", None))
-            found.append((dest.lower(), None if action else getattr(_keyword(call, "default"), "value", None)))
+            found.append((_option_dest(call), None if action else getattr(_keyword(call, "default"), "value", None)))
         return found
 
     @functools.cached_property
@@ -708,16 +714,14 @@ class _FileFacts:
         """(destination, on by default) for each add_argument call here."""
         found = []
         for call in self.argument_calls:
-            options = [_string(a) or "" for a in call.args]
-            dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
-                next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")), "")
+            dest = _option_dest(call)
             default, action = _keyword(call, "default"), _string(getattr(_keyword(call, "action"), "value", None))
             node = getattr(default, "value", None)
             value = getattr(node, "value", None)
             on = action == "store_false" or (value is not None and type(value) in (bool, int) and bool(value)) or \
                 (type(value) is str and value.strip().lower() not in ("", "-1", "none", "cpu")) or \
                 (isinstance(node, (ast.List, ast.Tuple)) and bool(node.elts))  # `--gpu_ids default="0"`, `[0]`
-            found.append((dest.lower(), on))
+            found.append((dest, on))
         return found
 
     @functools.cached_property
@@ -1298,7 +1302,7 @@ class _Project:
             self.files[_realpath(path)] = facts
         self.options_on |= facts.options_on
         self.options_off |= {dest for dest, on in facts._options() if not on and dest}
-        self.option_defaults += facts._option_defaults()
+        self.option_defaults += facts.option_defaults
         self.cpu_saved_files |= {key for key in facts.cpu_saved_explicitly if "(" not in key}  # names, not code
         if _builds_cuda_extension(facts) and os.path.isfile(path):
             folder = os.path.dirname(_realpath(path))
