@@ -43,8 +43,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # torchrun with this
 
 
 def _env(**extra: str) -> dict[str, str]:
-    # ranks share the cores (torchrun's own default, quietly); W&B, where it is the tracker, logs offline
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # ranks share the cores; torchrun's own default, quietly
     env.pop(PAUSE_ENV_VAR, None)
     return {**env, **extra}
 
