@@ -16,13 +16,16 @@ BROUGHT_BY = {
                            "docs/multi-node.md"],
     ("scheduler", "slurm"): ["scripts/slurm_train.sh", "docs/preemption.md"],
     ("tracker", "tensorboard"): [f"{PACKAGE}/plugins/tensorboard.py", "tests/plugins/test_tensorboard.py"],
-    ("tracker", "mlflow"): [f"{PACKAGE}/plugins/mlflow.py", "tests/plugins/test_mlflow.py"],
-    ("tracker", "wandb"): [f"{PACKAGE}/plugins/wandb.py", "tests/plugins/test_wandb.py"],
+    ("tracker", "mlflow"): [f"{PACKAGE}/plugins/mlflow.py", f"{PACKAGE}/plugins/_tracker_run.py",
+                            "tests/plugins/test_mlflow.py"],
+    ("tracker", "wandb"): [f"{PACKAGE}/plugins/wandb.py", f"{PACKAGE}/plugins/_tracker_run.py",
+                           "tests/plugins/test_wandb.py"],
     ("gpu_decode", "yes"): [f"{PACKAGE}/plugins/gpu_decode", "tests/plugins/gpu_decode"],
 }
-REMOVE_PATHS = {
+KEPT = {path for (answer, value), paths in BROUGHT_BY.items() if ANSWERS[answer] == value for path in paths}
+REMOVE_PATHS = {  # a path two answers bring (a helper both trackers use) stays when either is chosen
     "LICENSE": ANSWERS["license"] == "Proprietary",
-    **{path: ANSWERS[answer] != value for (answer, value), paths in BROUGHT_BY.items() for path in paths},
+    **{path: path not in KEPT for paths in BROUGHT_BY.values() for path in paths},
 }
 
 

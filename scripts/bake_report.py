@@ -9,6 +9,8 @@ or a docstring. Rules, checked in every bake:
   training/, training/ nothing from the flags or the CLIs; nothing imports a CLI);
 - every module is imported by another one of the bake (or is a CLI, a package's __init__ or __main__;
   a plugins/ folder's __init__ imports what the folder holds): a bake carries no module its answers cannot reach;
+- every top-level function and class is named somewhere else in the bake's product code: none is left that
+  only tests (or nothing) call;
 - no module over MAX_MODULE lines, no function over MAX_FUNCTION lines or MAX_PARAMETERS parameters,
   train.py at most MAX_TRAIN lines.
 The default bake's code lines are printed against their budget (MAX_DEFAULT_CODE, issue 41's goal).
@@ -20,6 +22,7 @@ import argparse
 import ast
 import io
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -142,6 +145,19 @@ def long_functions(module: Module) -> list[str]:
     return problems
 
 
+def unnamed(modules: dict[str, Module]) -> list[str]:
+    """Top-level functions and classes that no other place in the bake's product code names."""
+    sources = {name: module.path.read_text(encoding="utf-8") for name, module in modules.items()}
+    everything = "\n".join(sources.values())
+    problems = []
+    for name, source in sources.items():
+        for node in ast.parse(source).body:
+            defines = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            if defines and not node.name.startswith("__") and len(re.findall(rf"\b{node.name}\b", everything)) < 2:
+                problems.append(f"unused: {name}.{node.name} is named nowhere else in this bake's product code")
+    return problems
+
+
 def check(project: Path, package: str) -> tuple[dict, list[str]]:
     """The bake's figures and every broken rule."""
     modules = read_project(project, package)
@@ -158,6 +174,7 @@ def check(project: Path, package: str) -> tuple[dict, list[str]]:
         entry = module.path.name in ("__init__.py", "__main__.py") or layer(name, package) == CLI_LAYER
         if not entry and name not in reached:
             problems.append(f"unreachable: {name} is imported by nothing in this bake")
+    problems += unnamed(modules)
     if modules.get("train") and modules["train"].lines > MAX_TRAIN:
         problems.append(f"train.py: {modules['train'].lines} lines (at most {MAX_TRAIN})")
     code = sum(module.code for module in modules.values())

@@ -55,6 +55,7 @@ OPTION_FILES = {
     "{pkg}/plugins/tensorboard.py": lambda answers: answers["tracker"] == "tensorboard",
     "{pkg}/plugins/mlflow.py": lambda answers: answers["tracker"] == "mlflow",
     "{pkg}/plugins/wandb.py": lambda answers: answers["tracker"] == "wandb",
+    "{pkg}/plugins/_tracker_run.py": lambda answers: answers["tracker"] in ("mlflow", "wandb"),
     "{pkg}/plugins/gpu_decode/__init__.py": lambda answers: answers["gpu_decode"] == "yes",
 }
 

@@ -1,8 +1,8 @@
 """scripts/bake_report.py: every answer bake within the house's limits, and the report failing when one is not.
 
 The report bakes the defaults and each non-default answer, and fails on an import arrow that runs upward, a
-module nothing in the bake imports, a module, function or train.py over its limit, or a default bake over its
-code-line budget. These tests run it as CI does, then break a copy of the default bake each of those ways.
+module nothing in the bake imports, a function or class nothing in it names, or a module, function or train.py
+over its limit. These tests run it as CI does, then break a copy of the default bake each of those ways.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ BREAKAGES = {
                         "upward import"),
     "an unreachable module": ("data/forgotten.py", lambda text: '"""Nothing imports me."""\n', "unreachable"),
     "a long function": ("loss.py", lambda text: text + "\n\ndef long():\n" + "    x = 1\n" * 60, "lines (at most 50)"),
+    "a function only tests call": ("loss.py", lambda text: text + '\n\ndef spare():\n    """For tests."""\n',
+                                   "unused: "),
     "many parameters": ("loss.py", lambda text: text + "\n\ndef wide(a, b, c, d, e, f, g, h, i):\n    pass\n",
                         "9 parameters"),
 }

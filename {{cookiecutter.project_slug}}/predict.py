@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from {{ cookiecutter.package_name }} import cli, config, model_files
 from {{ cookiecutter.package_name }}.data.folders import DataError, load_rgb, short_side
-from {{ cookiecutter.package_name }}.data.listing import image_files, is_image_name
+from {{ cookiecutter.package_name }}.data.listing import image_files
 from {{ cookiecutter.package_name }}.data.transforms import build_transforms
 from {{ cookiecutter.package_name }}.devkit.backends import pins_memory
 from {{ cookiecutter.package_name }}.devkit.precision import half_copy
@@ -57,11 +57,6 @@ def get_args_parser() -> argparse.ArgumentParser:
 def warn(message: str) -> None:
     """A warning line on stderr, so that stdout stays a clean table or JSON."""
     print(message, file=sys.stderr, flush=True)
-
-
-def is_image(path: Path) -> bool:
-    """Whether the file name has one of the extensions torchvision's ImageFolder reads."""
-    return is_image_name(path.name)
 
 
 def expand_inputs(inputs: list[str], warn: Callable[[str], None]) -> list[Path]:

@@ -87,7 +87,7 @@ class Classifier(DeviceAwareMixin, nn.Module):
         self.dropout = nn.Dropout(dropout)
         # Created where the backbone already is: no later .to() can be forgotten.
         self.head = nn.Linear(feature_dim, num_classes, device=module_device(backbone))
-        self.backbone_frozen = False  # set by finetune.freeze_backbone
+        self.backbone_frozen = False  # set by training/recipe.py's freeze_backbone
 
     def train(self, mode: bool = True) -> Classifier:
         """Training mode for the head; a frozen backbone stays in eval mode, so its BatchNorm statistics are kept."""

@@ -1,4 +1,4 @@
-"""A run directory's text files: config.json, metrics.csv and tracker.json, each written atomically.
+"""A run directory's text files: config.json and metrics.csv, each written atomically.
 
 The pictures are drawn and saved by plots.py; both write through devkit/atomic.py.
 """
@@ -14,9 +14,8 @@ from pathlib import Path
 
 from .devkit.atomic import atomic_write
 
-TRACKER_FILE = "tracker.json"  # the ids of the tracker runs a run folder reported to, so a resume continues them
 METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s",
-                   "unreadable_images",  # files skipped so far (datacheck.py)
+                   "unreadable_images",  # files skipped so far (data/unreadable.py)
                    "val_macro_f1")  # the mean of the classes' F1 on validation (metrics.class_report)
 
 
@@ -60,20 +59,3 @@ def scalars(row: dict) -> dict[str, float]:
     """A metrics.csv row's numeric columns (every one but `epoch`, which a tracker's step axis already says)."""
     return {key: float(value) for key, value in row.items()
             if key != "epoch" and isinstance(value, (int, float)) and not isinstance(value, bool)}
-
-
-def tracker_run_id(folder: Path, kind: str) -> str | None:
-    """The id of the `kind` tracker run this run folder reported to (tracker.json), if it did."""
-    try:
-        return json.loads((folder / TRACKER_FILE).read_text()).get(kind, {}).get("run_id")
-    except (OSError, ValueError, AttributeError):  # absent, or not ours: start a new tracker run
-        return None
-
-
-def save_tracker_run_id(folder: Path, kind: str, run_id: str) -> None:
-    """Record the tracker run's id in the run folder, beside any other kind's (--logger may change on resume)."""
-    try:
-        saved = json.loads((folder / TRACKER_FILE).read_text())
-    except (OSError, ValueError):
-        saved = {}
-    write_json(folder / TRACKER_FILE, {**(saved if isinstance(saved, dict) else {}), kind: {"run_id": run_id}})

@@ -100,9 +100,11 @@ def test_a_pickled_payload_is_refused_and_never_runs(tmp_path):
 
 
 def test_missing_file_is_a_checkpoint_error(tmp_path):
-    """A path that does not exist is named in the error."""
+    """A path that does not exist is named in the error; one that exists but is no file (a device) says so."""
     with pytest.raises(CheckpointError, match="does not exist"):
         load_checkpoint(tmp_path / "nope.pt")
+    with pytest.raises(CheckpointError, match=f"{os.devnull} is not a file"):
+        load_checkpoint(os.devnull)
 
 
 def test_a_failed_write_leaves_the_previous_file_whole(tmp_path):

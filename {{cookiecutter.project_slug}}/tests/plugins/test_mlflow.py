@@ -15,7 +15,8 @@ from conftest import train_one_thread
 from run_helpers import killed_at
 
 import train
-from {{ cookiecutter.package_name }}.outputs import TRACKER_FILE, read_metrics
+from {{ cookiecutter.package_name }}.outputs import read_metrics
+from {{ cookiecutter.package_name }}.plugins._tracker_run import TRACKER_FILE
 from {{ cookiecutter.package_name }}.plugins.mlflow import STEP_TAG
 
 STEPS_PER_EPOCH = 3  # the tiny data: 24 training images in batches of 8

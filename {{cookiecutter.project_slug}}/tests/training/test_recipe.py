@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torchvision import models
 
 import train
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.model import build_model, weights_file
 from {{ cookiecutter.package_name }}.training import optimization, recipe
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
@@ -64,7 +65,7 @@ def test_warmup_rises_linearly_then_cosine_decays_to_zero_and_the_schedule_survi
     """--warmup-epochs: lr climbs to its base over the warmup steps, then follows a cosine to zero;
     the scheduler's state is plain numbers that load with weights_only."""
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
-    scheduler = optimization.warmup_cosine(optimizer, warmup_steps=4, total_steps=12)
+    scheduler = optimization.make_scheduler(optimizer, TrainConfig(warmup_epochs=4, epochs=12), steps_per_epoch=1)
     lrs = [optimizer.param_groups[0]["lr"]]
     for _ in range(12):
         optimizer.step()
@@ -75,8 +76,8 @@ def test_warmup_rises_linearly_then_cosine_decays_to_zero_and_the_schedule_survi
     buffer = io.BytesIO()
     torch.save(scheduler.state_dict(), buffer)
     buffer.seek(0)
-    fresh = optimization.warmup_cosine(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0),
-                                   warmup_steps=1, total_steps=2)
+    fresh = optimization.make_scheduler(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0),
+                                        TrainConfig(warmup_epochs=1, epochs=2), steps_per_epoch=1)
     fresh.load_state_dict(torch.load(buffer, map_location="cpu", weights_only=True))
     assert fresh.get_last_lr() == scheduler.get_last_lr()
 

@@ -217,7 +217,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
     if path.is_dir():
         path = path / "last.pt"
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist")
+        raise CheckpointError(f"checkpoint {path} {'is not a file' if path.exists() else 'does not exist'}")
     _check_integrity(path)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)

@@ -28,6 +28,7 @@ __all__ = ["Plugin", "load_plugins"]  # a plugin module subclasses it as `from .
 
 
 def load_plugins() -> list[Plugin]:
-    """The plugin of every module and package in this folder, by name."""
+    """The plugin of every module and package in this folder, by name (but `_helpers`)."""
     return [importlib.import_module(f"{__name__}.{info.name}").PLUGIN
-            for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)]
+            for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
+            if not info.name.startswith("_")]  # _name: a helper that plugins share, not a plugin

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from .. import PROJECT_NAME
 from ..errors import UserError
-from ..outputs import save_tracker_run_id, scalars, tracker_run_id
+from ..outputs import scalars
 from . import Plugin
+from ._tracker_run import save_tracker_run_id, tracker_run_id
 
 STEP_TAG = "train_loss_step"
 

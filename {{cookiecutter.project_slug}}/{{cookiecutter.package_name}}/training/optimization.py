@@ -111,12 +111,6 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg, steps_per_epoch: int) 
         cfg.schedule, steps_per_epoch, cfg.epochs, cfg.warmup_epochs, cfg.step_epochs, cfg.step_gamma))
 
 
-def warmup_cosine(optimizer: torch.optim.Optimizer, *, warmup_steps: int, total_steps: int
-                  ) -> torch.optim.lr_scheduler.LambdaLR:
-    """A per-step scheduler: `warmup_steps` of linear warmup, then cosine decay to zero at `total_steps`."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, LrFactor("cosine", 1, total_steps, warmup_steps))
-
-
 def restore_position(scheduler: torch.optim.lr_scheduler.LambdaLR, saved: dict, steps_done: int) -> None:
     """Load a checkpoint's scheduler state but keep this run's schedule, and stand at `steps_done` steps of it.
 

@@ -88,8 +88,10 @@ def parameter_groups(model: nn.Module, lr: float, backbone_lr_scale: float = 1.0
     Frozen parameters stay in their group: they have no gradient, so the optimizer skips them
     until they are unfrozen, and the optimizer's layout never changes mid-run.
     """
-    head = [p for name, p in model.named_parameters() if not name.startswith("backbone.")]
-    return [{"params": list(model.backbone.parameters()), "lr": lr * backbone_lr_scale, "name": "backbone"},
+    backbone = list(model.backbone.parameters())
+    in_backbone = {id(p) for p in backbone}  # by identity: no layer names
+    head = [p for p in model.parameters() if id(p) not in in_backbone]
+    return [{"params": backbone, "lr": lr * backbone_lr_scale, "name": "backbone"},
             {"params": head, "lr": lr, "name": "head"}]
 
 
