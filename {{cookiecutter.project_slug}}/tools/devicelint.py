@@ -46,7 +46,8 @@ says that the lint cannot tell whether its callers check for CUDA. Not reported:
   sys.exit()``), wherever that happens: in the function, in ``__main__``, in a ``setup()`` or
   ``init_distributed_mode()`` helper in another file that starts NCCL or exits without CUDA on every
   path; a function every caller in the checked files reaches that way is CUDA-only too; an ``if``
-  with the same test as a block that started NCCL; after a collective; under TensorRT/CuPy imports;
+  with the same test as a block that started NCCL; after a collective or a ``DistributedSampler(d)`` not told
+  its rank (both need a process group); under TensorRT/CuPy imports;
 - tests of a CUDA-only compiled extension (importing a ``CUDAExtension``, or beside its build script),
   and modules that import one at their top level, directly or through a checked module;
 - code nothing reaches: a private helper no file names, and in an application (no pyproject
@@ -69,7 +70,8 @@ every caller passes the device: a private helper's, or in an application any fun
 ``getattr(args, "device", "cuda")``, ``cfg.get("device", "cuda")``, ``torch.set_default_device("cuda")``.
 A file this process just wrote (also through a helper called earlier in the function, such as an
 early-stopping object that saves the best model), or that a checked file saves from CPU tensors
-(``torch.save(feats.cpu(), "feats.pt")``), loads anywhere: no map_location is asked for.
+(``torch.save(feats.cpu(), "feats.pt")``), loads anywhere: no map_location is asked for; nor in a data set
+class (``class FooDataset``, a ``*Dataset`` base), whose files hold what data processing made on the host.
 Unpickling is reported at the call:
 torch.load without ``weights_only=True`` (not for a file this process just wrote),
 ``torch.hub.load_state_dict_from_url``, ``model_zoo.load_url``, any function in the
@@ -792,6 +794,8 @@ class _FileFacts:
             if _collective(call):
                 child, node = call, self.parents.get(call)
                 while node is not None:
+                    if isinstance(node, (ast.IfExp, ast.BoolOp, ast.Lambda)):
+                        break  # `DistributedSampler(d) if n_gpu > 1 else None`: only one side needs the group
                     if isinstance(node, ast.If) and (child in node.body or child in node.orelse):
                         found.add((id(node), "body" if child in node.body else "orelse"))
                         break
@@ -912,6 +916,14 @@ class _FileFacts:
             if scope is self.tree:
                 return []
             scope, first = self.scope_of(scope), False
+
+    def in_data_set(self, node: ast.AST) -> bool:
+        """Inside a data set class (`class FooDataset`, a `*Dataset` base): its files hold what data processing
+        made on the host (splits, collated graphs, counts), not a model's state from a device."""
+        owner = self.parents.get(self._function_of(node))
+        while owner is not None and not isinstance(owner, ast.ClassDef):
+            owner = self.parents.get(self._function_of(owner))
+        return owner is not None and (owner.name.endswith("Dataset") or _is_dataset(owner))
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
         """The class whose method holds the node (`self.x` inside it), else None."""
@@ -1917,7 +1929,8 @@ class _Checker(ast.NodeVisitor):
         key = self.facts._path_key(path) if path is not None else ""
         same_process = path is not None and (
             self.facts.saved_on_cpu_here(path, node) or self.facts.saves_in_function(node)
-            or self.facts.sibling_cpu_saved(key) or key in self.facts.project.cpu_saved_files)
+            or self.facts.sibling_cpu_saved(key) or key in self.facts.project.cpu_saved_files
+            or self.facts.in_data_set(node))
         if not forwarded and len(node.args) < 2 and _keyword(node, "map_location") is None and not same_process \
                 and not self.known():  # where CUDA exists, a GPU checkpoint loads
             self.report(node, "DEV003", name if name != "torch.load" else "")
@@ -1951,7 +1964,12 @@ def _lookup_default(call: ast.Call) -> list[ast.AST]:
 
 
 def _collective(call: ast.Call) -> bool:
-    """A torch.distributed collective (`dist.all_reduce(x)`): a process group exists."""
+    """A torch.distributed collective (`dist.all_reduce(x)`): a process group exists.
+
+    So does a `DistributedSampler(dataset)` not told its replicas and rank: it asks the default group."""
+    if _last(call) == "DistributedSampler":
+        told = len(call.args) >= 3 or _keyword(call, "num_replicas") and _keyword(call, "rank")
+        return not told and _keyword(call, None) is None
     return _last(call) in _COLLECTIVES and _dotted(call.func).startswith(("dist.", "torch.distributed."))
 
 

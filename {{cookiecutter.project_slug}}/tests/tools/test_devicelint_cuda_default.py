@@ -626,3 +626,68 @@ ROUND7_FOUND = {
 def test_a_gpu_id_whose_default_is_a_gpu_guards_nothing(source: str, expected: list) -> None:
     """`--gpu default=0` (or `gpu_id=0`, `[0]`) takes `if gpu >= 0:` by default; an id with no default is unknown."""
     assert found(source) == expected
+
+
+# Round 8: a data set's own files, and a sampler that needs the process group (held-out 6's OGB and VICReg
+# shapes, reduced, not copied).
+ROUND8_QUIET = {
+    "split_file_of_a_dataset_class_not_based_on_dataset": """
+        class GraphDataset(object):
+            def __init__(self, root):
+                self.root = root
+            def get_split(self):
+                return torch.load(os.path.join(self.root, "split", "split_dict.pt"))
+        model = Net().to(device)
+        GraphDataset(args.root).get_split()
+        """,
+    "processed_file_of_an_in_memory_dataset": """
+        class Molecules(InMemoryDataset):
+            def __init__(self, root):
+                super().__init__(root)
+                self.data, self.slices = torch.load(self.processed_paths[0])
+        model = Net().to(device)
+        Molecules(args.root)
+        """,
+    "cuda_after_a_sampler_that_asks_the_default_group": """
+        def main(args):
+            init_distributed_mode(args)
+            sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True)
+            model = Net().cuda(args.gpu)
+        main(parser.parse_args())
+        """,
+}
+
+
+@pytest.mark.parametrize("source", ROUND8_QUIET.values(), ids=ROUND8_QUIET.keys())
+def test_a_data_sets_files_and_code_after_a_group_sampler_are_quiet(source: str) -> None:
+    """A data set class's own loads hold host data; `DistributedSampler(d)` without a rank needs a process group."""
+    assert [code for _, code in found(source)] in ([], ["DEV004"])
+
+
+ROUND8_FOUND = {
+    "checkpoint_loaded_by_a_trainer_not_a_data_set": ("""
+        class Trainer(object):
+            def resume(self, path):
+                self.model.load_state_dict(torch.load(path, weights_only=True))
+        model = Net().to(device)
+        Trainer().resume(args.resume)
+        """, [(4, "DEV003")]),
+    "sampler_told_its_replicas_and_rank": ("""
+        def main(args):
+            sampler = DistributedSampler(dataset, num_replicas=1, rank=0)
+            model = Net().cuda()
+        main(parser.parse_args())
+        """, [(4, "DEV001")]),
+    "sampler_only_on_one_side_of_a_conditional": ("""
+        def main(args, n_gpus):
+            sampler = DistributedSampler(dataset) if n_gpus > 1 else None
+            device = torch.device("cuda:0")
+        main(parser.parse_args(), 0)
+        """, [(4, "DEV002")]),
+}
+
+
+@pytest.mark.parametrize(("source", "expected"), ROUND8_FOUND.values(), ids=ROUND8_FOUND.keys())
+def test_loads_outside_data_sets_and_code_no_group_sampler_guards_are_reported(source: str, expected: list) -> None:
+    """A trainer's checkpoint load is DEV003; a sampler told its rank, or on one side of an `if`, guards nothing."""
+    assert found(source) == expected
