@@ -18,7 +18,7 @@ BROUGHT_BY = {
     ("tracker", "tensorboard"): [f"{PACKAGE}/plugins/tensorboard.py", "tests/plugins/test_tensorboard.py"],
     ("tracker", "mlflow"): [f"{PACKAGE}/plugins/mlflow.py", "tests/plugins/test_mlflow.py"],
     ("tracker", "wandb"): [f"{PACKAGE}/plugins/wandb.py", "tests/plugins/test_wandb.py"],
-    ("gpu_decode", "yes"): [f"{PACKAGE}/plugins/gpu_decode", "tests/plugins/gpu_decode"],
+    ("gpu_decode", "yes"): [f"{PACKAGE}/plugins/gpu_decode", "tests/plugins/gpu_decode", "docs/gpu-decode.md"],
 }
 REMOVE_PATHS = {
     "LICENSE": ANSWERS["license"] == "Proprietary",

@@ -56,6 +56,7 @@ OPTION_FILES = {
     "{pkg}/plugins/mlflow.py": lambda answers: answers["tracker"] == "mlflow",
     "{pkg}/plugins/wandb.py": lambda answers: answers["tracker"] == "wandb",
     "{pkg}/plugins/gpu_decode/__init__.py": lambda answers: answers["gpu_decode"] == "yes",
+    "docs/gpu-decode.md": lambda answers: answers["gpu_decode"] == "yes",
 }
 
 LICENSE_MARKERS = {
