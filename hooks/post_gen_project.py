@@ -20,7 +20,7 @@ BROUGHT_BY = {
                             "tests/plugins/test_mlflow.py"],
     ("tracker", "wandb"): [f"{PACKAGE}/plugins/wandb.py", f"{PACKAGE}/plugins/_tracker_run.py",
                            "tests/plugins/test_wandb.py"],
-    ("gpu_decode", "yes"): [f"{PACKAGE}/plugins/gpu_decode", "tests/plugins/gpu_decode"],
+    ("gpu_decode", "yes"): [f"{PACKAGE}/plugins/gpu_decode", "tests/plugins/gpu_decode", "docs/gpu-decode.md"],
 }
 KEPT = {path for (answer, value), paths in BROUGHT_BY.items() if ANSWERS[answer] == value for path in paths}
 REMOVE_PATHS = {  # a path two answers bring (a helper both trackers use) stays when either is chosen

@@ -57,6 +57,7 @@ OPTION_FILES = {
     "{pkg}/plugins/wandb.py": lambda answers: answers["tracker"] == "wandb",
     "{pkg}/plugins/_tracker_run.py": lambda answers: answers["tracker"] in ("mlflow", "wandb"),
     "{pkg}/plugins/gpu_decode/__init__.py": lambda answers: answers["gpu_decode"] == "yes",
+    "docs/gpu-decode.md": lambda answers: answers["gpu_decode"] == "yes",
 }
 
 LICENSE_MARKERS = {

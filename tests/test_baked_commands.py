@@ -1,4 +1,5 @@
-"""The generated README's "See, replay and ship a run" commands, run as written in a freshly baked project.
+"""The generated docs/runs.md's "See, replay and ship a run" commands (the README links the page), run as
+written in a freshly baked project.
 
 The commands run in one subprocess of this interpreter (which has torch, onnx and onnxruntime), each
 script as __main__ with the line's arguments, in a copy of the default bake, on the CPU: one torch import
@@ -22,16 +23,17 @@ from helpers import DEFAULT_PACKAGE, describe, run
 
 pytestmark = pytest.mark.slow
 
+PAGE = "docs/runs.md"  # the README's "Where to read more" sends a reader there
 SECTION = "## See, replay and ship a run"
 NOT_RUN = ("pip install", "tensorboard --logdir")
 TINY_TRAINING = ["--epochs", "1", "--batch-size", "8", "--image-size", "32"]
 TIMINGS = {"epoch_time_s", "images_per_s"}
 
 
-def section_commands(readme: str) -> list[str]:
+def section_commands(page: str) -> list[str]:
     """The command lines of the section's bash block, comments stripped, the not-run lines left out."""
-    block = re.search(re.escape(SECTION) + r".*?```bash\n(.*?)```", readme, re.S)
-    assert block, f"the generated README has no bash block under {SECTION!r}"
+    block = re.search(re.escape(SECTION) + r".*?```bash\n(.*?)```", page, re.S)
+    assert block, f"the generated {PAGE} has no bash block under {SECTION!r}"
     lines = [line.split("  #")[0].strip() for line in block.group(1).splitlines()]
     return [line for line in lines if line and not any(skip in line for skip in NOT_RUN)]
 
@@ -60,7 +62,7 @@ def ran(bakery, tmp_path_factory) -> tuple[Path, dict[str, tuple[int, str]]]:
     project = tmp_path_factory.mktemp("commands") / "project"
     shutil.copytree(bakery.project(), project)
     commands = []
-    for line in section_commands((project / "README.md").read_text(encoding="utf-8")):
+    for line in section_commands((project / PAGE).read_text(encoding="utf-8")):
         args = shlex.split(line)
         assert args[0] == "python" and args[1].endswith(".py"), line
         commands.append([line, [*args[1:], *(TINY_TRAINING if args[1] == "train.py" else [])]])
@@ -86,7 +88,7 @@ def metrics(path: Path) -> list[dict]:
 def test_section_lists_training_replay_export_predict_and_evaluate(bakery):
     """The section shows training, --config, export to both formats and a model folder, predict on each, evaluate
     (the default bake has no tracker: its lines come with the tracker answer)."""
-    commands = " ; ".join(section_commands((bakery.project() / "README.md").read_text(encoding="utf-8")))
+    commands = " ; ".join(section_commands((bakery.project() / PAGE).read_text(encoding="utf-8")))
     for needle in ("train.py --epochs 3 --out runs/exp1", "--config", "--format onnx", "--format pt2",
                    "--format safetensors", "predict.py model.onnx", "predict.py model.pt2", "evaluate.py"):
         assert needle in commands, needle

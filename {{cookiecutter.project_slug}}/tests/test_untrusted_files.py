@@ -74,7 +74,7 @@ def refused_once(capsys, path: str) -> str:
     return lines[0]
 
 
-COMMANDS = {  # each CLI that reads a checkpoint, as the README runs it
+COMMANDS = {  # each CLI that reads a checkpoint, as the README and docs/runs.md run it
     "evaluate": lambda ckpt, tmp, data: evaluate.main([str(ckpt), "--device", "cpu", "--out", str(tmp / "c.png")]),
     "predict": lambda ckpt, tmp, data: predict.main([str(ckpt), str(data / "val"), "--device", "cpu"]),
     "export": lambda ckpt, tmp, data: export.main([str(ckpt), "--format", "pt2", "--out", str(tmp / "m.pt2")]),

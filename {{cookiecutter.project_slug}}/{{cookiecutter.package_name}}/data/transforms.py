@@ -18,7 +18,7 @@ MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 16, 4096  # smaller holds no picture; larger is
 # --augment: each recipe is a list of v2 ops for the training split, chosen by name. `light` shifts, turns and
 # scales a little without mirroring, so digits, text and most scans stay what they are; `standard` adds
 # mirror images and larger crops (natural photos). The default is `none`: on real small datasets it reached
-# the best accuracy in 5 epochs (digits: none 99.4%, light 98.1%, standard 92.5% after 2 of 5; README.md).
+# the best accuracy in 5 epochs (digits: none 99.4%, light 98.1%, standard 92.5% after 2 of 5; docs/data.md).
 DEFAULT_AUGMENT = "none"
 LEGACY_AUGMENT = "standard"  # what checkpoints written before --augment existed trained with
 
