@@ -21,6 +21,7 @@ BROUGHT_BY = {
     ("tracker", "wandb"): [f"{PACKAGE}/plugins/wandb.py", f"{PACKAGE}/plugins/_tracker_run.py",
                            "tests/plugins/test_wandb.py"],
     ("gpu_decode", "yes"): [f"{PACKAGE}/plugins/gpu_decode", "tests/plugins/gpu_decode", "docs/gpu-decode.md"],
+    ("fine_tuning", "yes"): [f"{PACKAGE}/plugins/fine_tuning", "tests/plugins/fine_tuning", "docs/fine-tuning.md"],
 }
 KEPT = {path for (answer, value), paths in BROUGHT_BY.items() if ANSWERS[answer] == value for path in paths}
 REMOVE_PATHS = {  # a path two answers bring (a helper both trackers use) stays when either is chosen

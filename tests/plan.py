@@ -41,7 +41,8 @@ class Entry:
     why: str
     answers: dict[str, str] = field(hash=False)
     # another bake whose plugin tests (quick tier) run in this environment too, for a plugin whose code depends on
-    # the torch pair: the gpu_decode answer falls back to torchvision's decoder where TorchCodec has no release
+    # the torch pair: the gpu_decode answer falls back to torchvision's decoder where TorchCodec has no release;
+    # fine_tuning's EMA is torch's AveragedModel and foreach kernels
     plugins_of: dict[str, str] = field(default_factory=dict, hash=False)
 
     def __str__(self) -> str:
@@ -54,7 +55,7 @@ MATRIX = [
     # The oldest torch gets the bake whose defaults lean most on version-dependent code (fp16's GradScaler,
     # DDP, the fake-CUDA paths of a cuda default).
     Entry("3.10", "2.4", "0.19", "the oldest torch pair, on the oldest Python", ANSWER_SETS[1],
-          plugins_of={"gpu_decode": "yes"}),
+          plugins_of={"gpu_decode": "yes", "fine_tuning": "yes"}),
     Entry("3.12", "2.11", "0.26", "the GPU machine's pins", ANSWER_SETS[0]),
     Entry("3.13", "2.15", "0.29", "the newest torch pair, on the newest Python", ANSWER_SETS[3]),
 ]

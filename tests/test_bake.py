@@ -57,6 +57,8 @@ OPTION_FILES = {
     "{pkg}/plugins/wandb.py": lambda answers: answers["tracker"] == "wandb",
     "{pkg}/plugins/_tracker_run.py": lambda answers: answers["tracker"] in ("mlflow", "wandb"),
     "{pkg}/plugins/gpu_decode/__init__.py": lambda answers: answers["gpu_decode"] == "yes",
+    "{pkg}/plugins/fine_tuning/__init__.py": lambda answers: answers["fine_tuning"] == "yes",
+    "docs/fine-tuning.md": lambda answers: answers["fine_tuning"] == "yes",
     "docs/gpu-decode.md": lambda answers: answers["gpu_decode"] == "yes",
 }
 

@@ -121,11 +121,11 @@ def test_quick_tier_passes(bake_checks, answers):
     assert result["pytest_code"] == 0, describe(proc)
 
 
-# The answer bakes that bring plugins (plugins/ and tests/plugins/: ddp, a tracker, gpu_decode): their quick
-# tests run in the bake's quick tier above; their slow ones (real torchrun jobs, tracker resumes) run here.
+# The answer bakes that bring plugins (plugins/ and tests/plugins/: ddp, a tracker, gpu_decode, fine_tuning): their
+# quick tests run in the bake's quick tier above; their slow ones (real torchrun jobs, tracker resumes) run here.
 PLUGIN_BAKES = [answers for answers in ANSWER_SETS
                 if answers.get("multi_gpu") == "ddp" or answers.get("tracker", "csv") != "csv"
-                or answers.get("gpu_decode") == "yes"]
+                or answers.get("gpu_decode") == "yes" or answers.get("fine_tuning") == "yes"]
 
 
 @pytest.mark.parametrize("answers", PLUGIN_BAKES, ids=bake_id)

@@ -19,7 +19,8 @@ FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
 ANSWER_SETS = {
     "default": {},
-    "richest": {"multi_gpu": "ddp", "scheduler": "slurm", "tracker": "tensorboard", "gpu_decode": "yes"},
+    "richest": {"multi_gpu": "ddp", "scheduler": "slurm", "tracker": "tensorboard", "gpu_decode": "yes",
+                "fine_tuning": "yes"},
     **{f"tracker={value}": {"tracker": value} for value in CHOICES["tracker"] if value not in ("csv", "tensorboard")},
     "multi_gpu=dp": {"multi_gpu": "dp"},
 }

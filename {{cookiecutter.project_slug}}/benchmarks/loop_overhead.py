@@ -4,7 +4,7 @@
     python benchmarks/loop_overhead.py --device cuda:0 --batch-size 128 --image-size 224 --precision bf16
 
 Both loops train fresh copies of one initial model on the same in-memory batches, with the same
-optimizer (the project's: recipe.make_optimizer, fused AdamW where the device has it), loss
+optimizer (the project's: optimization.make_optimizer, fused AdamW where the device has it), loss
 (WeightedCrossEntropy), batch size, precision, device and thread count. The batches are uint8, as train.py's
 loaders yield them: both loops make them float and normalise them on the device. `--channels-last` puts the
 model and its inputs in NHWC, `--compile` runs both through torch.compile.
@@ -36,7 +36,7 @@ from {{ cookiecutter.package_name }}.data import IMAGENET_MEAN, IMAGENET_STD
 from {{ cookiecutter.package_name }}.devkit import describe_device
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import build_model
-from {{ cookiecutter.package_name }}.training import recipe
+from {{ cookiecutter.package_name }}.training import optimization
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
 
@@ -119,7 +119,7 @@ class Bench:
     def _timed(self, epoch: Callable) -> float:
         """images/s of one epoch of `epoch(model, optimizer)` on a fresh copy of the model."""
         model = copy.deepcopy(self.initial)
-        optimizer = recipe.make_optimizer(model, TrainConfig(lr=1e-3))  # train.py's (fused AdamW where it can)
+        optimizer = optimization.make_optimizer(model, TrainConfig(lr=1e-3))  # train.py's (fused AdamW where it can)
         step_model = torch.compile(model) if self.args.compile else model
         synchronize(self.device)
         start = time.perf_counter()

@@ -45,7 +45,7 @@ from {{ cookiecutter.package_name }}.devkit import describe_device  # noqa: E402
 from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy  # noqa: E402
 from {{ cookiecutter.package_name }}.model import build_model  # noqa: E402
 from {{ cookiecutter.package_name }}.plugins import load_plugins  # noqa: E402
-from {{ cookiecutter.package_name }}.training import recipe  # noqa: E402
+from {{ cookiecutter.package_name }}.training import optimization  # noqa: E402
 from {{ cookiecutter.package_name }}.training.hardware import Hardware  # noqa: E402
 from {{ cookiecutter.package_name }}.training.loop import train_one_epoch  # noqa: E402
 
@@ -125,7 +125,7 @@ def benchmark(args: argparse.Namespace) -> int:
         torch.manual_seed(0)
         model = build_model(args.backbone, 4, pretrained=False, device=device).to(memory_format=hw.memory_format)
         loss_fn = WeightedCrossEntropy(torch.ones(4)).to(device)
-        optimizer = recipe.make_optimizer(model, cfg)  # train.py's
+        optimizer = optimization.make_optimizer(model, cfg)  # train.py's
         cpu_ms: dict[str, list[float]] = {"pipeline": [], "in memory": []}
 
         def timed(name: str, batches) -> float:

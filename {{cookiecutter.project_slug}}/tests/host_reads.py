@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import config_class
 from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.data.pipeline import read_plan
@@ -23,7 +23,7 @@ from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.metrics import new_confusion
 from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.processes import Processes
-from {{ cookiecutter.package_name }}.training import epochs, loop, recipe, stopping
+from {{ cookiecutter.package_name }}.training import epochs, loop, optimization, stopping
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__")
@@ -44,37 +44,45 @@ class HostReads:
         return counted
 
 
-def stand_in_run(device: torch.device) -> types.SimpleNamespace:
-    """What at_step_boundary reads of a Run: one process, no plugin, no signal and no periodic save due."""
+def stand_in_run(device: torch.device, plugins=(), **parts) -> types.SimpleNamespace:
+    """What at_step_boundary reads of a Run (one process, no signal and no periodic save due), with `plugins` and
+    the `parts` of a Run that their hooks read (model, cfg, loaders, ...)."""
     return types.SimpleNamespace(stop=stopping.StopRequest(), save_clock=stopping.SaveClock(0), device=device,
-                                 plugins=[], processes=Processes())
+                                 plugins=list(plugins), processes=Processes(), parameter_groups=None, mix=None,
+                                 **parts)
 
 
 def epoch_reads(data: Path, device: torch.device, batch_size: int, reads: HostReads | None = None, *,
-                decode: str = "auto", plugins=()) -> int:
-    """Host reads during one training epoch (with EMA and the step boundary) and one validation pass.
+                decode: str = "auto", plugins=(), **settings) -> int:
+    """Host reads during one training epoch (with the step boundary) and one validation pass.
 
     The splits are read as a run reads them (data.pipeline.read_plan: uint8 out of the loader, made float on the
-    device), with `plugins` changing that as train.py's would (`decode`: the run's --decode).
+    device), with `plugins` changing that and the step as train.py's would (`decode`: the run's --decode;
+    `settings`: the plugins' own, e.g. ema=0.9).
     """
     torch.manual_seed(0)
-    cfg = TrainConfig(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01, decode=decode)  # the real config
+    cfg = config_class(plugins)(lr=1e-3, weight_decay=0.01, decode=decode, **settings)  # the real config
     train_set, val_set = load_splits(data, image_size=32)
     plan = read_plan(cfg, device, train_set, val_set, Preprocessing(32), plugins)
     assert plan.decode == ("device" if decode == "device" else "cpu")  # the path asked for is the one counted
     model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=device)
-    optimizer, ema = recipe.make_optimizer(model, cfg), recipe.make_ema(model, 0.9)
     loss_fn = WeightedCrossEntropy(torch.ones(4)).to(device)
     hw = Hardware.create(device, mean=(0.5,) * 3, std=(0.25,) * 3)
     train_loader, val_loader = (
         ReportingLoader(build_loader(plan.datasets[train], batch_size, device, train=train,
                                      collate_fn=plan.collate.get(train)), lambda path, reason: None)
         for train in (True, False))
-    run = stand_in_run(device)
+    run = stand_in_run(device, plugins, model=model, cfg=cfg, class_names=list("abcd"), loss_fn=loss_fn, hw=hw,
+                       val_loader=val_loader)
+    for plugin in plugins:
+        plugin.build(run)
+    optimizer = optimization.make_optimizer(model, cfg, run.parameter_groups)
     before = reads.count if reads else 0
     after_step = lambda step, totals: epochs.at_step_boundary(run, None, 1, step, totals)  # noqa: E731
-    stats = loop.train_one_epoch(model, loss_fn, optimizer, train_loader, hw, recipe=loop.StepRecipe(ema=ema),
+    stats = loop.train_one_epoch(model, loss_fn, optimizer, train_loader, hw, recipe=loop.StepRecipe(mix=run.mix),
                                  epoch=loop.EpochPlan(1, after_step=after_step, log_every=1000), progress=False)
-    loop.evaluate(ema.module, loss_fn, val_loader, hw, progress=False, confusion=new_confusion(4, device))
+    loop.evaluate(model, loss_fn, val_loader, hw, progress=False, confusion=new_confusion(4, device))
+    for plugin in plugins:
+        plugin.validated(run, {})  # other weights validated too (the fine_tuning answer's EMA)
     assert stats.images == len(train_set) and len(train_loader) == -(-len(train_set) // batch_size)
     return (reads.count if reads else 0) - before

@@ -26,7 +26,6 @@ import train
 from {{ cookiecutter.package_name }}.backbones import BackboneError, resolve_backbone
 from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.outputs import read_metrics
-from {{ cookiecutter.package_name }}.training import recipe
 
 OWN_MODULE = '''
 import torch
@@ -109,16 +108,6 @@ def test_own_module_builds_on_meta_whether_its_width_is_declared_or_measured(own
     assert {t.device.type for t in [*model.parameters(), *model.buffers()]} == {"meta"}
     assert model.head.in_features == width
     assert model.train()(torch.empty(2, 3, 48, 48, device="meta")).shape == (2, 5)
-
-
-def test_freezing_an_own_module_freezes_all_of_it_and_keeps_its_batchnorm_in_eval(own_models):
-    """--freeze-backbone: every parameter of the module stops learning, its BatchNorm keeps its statistics."""
-    model = build_model("my_models:TinyNet", num_classes=3, pretrained=False, device=torch.device("cpu"))
-    recipe.freeze_backbone(model, True)
-    model.train()
-    assert not any(p.requires_grad for p in model.backbone.parameters())
-    assert all(p.requires_grad for p in model.head.parameters())
-    assert not model.backbone.features[1].training
 
 
 @pytest.mark.parametrize(("path", "says"), [

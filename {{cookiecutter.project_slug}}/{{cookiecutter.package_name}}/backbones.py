@@ -9,8 +9,8 @@
   `num_features` / `out_features` if it declares one (timm's convention). Its parameters are allocated on
   the run's device while it is built (`building_on(device)`): create them without `device=`. Its tensors
   must be float32 parameters or registered buffers (a plain tensor attribute is neither saved nor moved).
-  --freeze-backbone freezes all of it; --pretrained is for torchvision names. Checkpoints record the path:
-  evaluate.py, predict.py, export.py and --resume import it again only when told (--allow-import).
+  A frozen backbone (--freeze-backbone) is all of it; --pretrained is for torchvision names. Checkpoints
+  record the path, which evaluate.py, predict.py, export.py and --resume import only when told (--allow-import).
 
 Every other module asks `resolve_backbone(name)` (or the functions below). torchvision's models differ in
 what matters here: the classifier (`fc`, `classifier[-1]`, `heads.head`, SqueezeNet's 1x1 convolution) is

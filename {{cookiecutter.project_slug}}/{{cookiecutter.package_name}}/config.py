@@ -8,6 +8,7 @@ code takes the device as an argument. Read it as `config.DEVICE`, never
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import time
@@ -180,12 +181,9 @@ class TrainConfig:
     save_every_minutes: float = 0.0  # also write a mid-epoch last.pt this often; 0: at epoch ends and on signals
     progress: str = "auto"  # auto (a bar on a terminal, plain lines in a log file) | bar | lines | none
     logger: str = "{{ cookiecutter.tracker }}"  # csv (= none: metrics.csv only) | the tracker this project was made with
-    # Fine-tuning (training/recipe.py); the defaults train every parameter at one learning rate.
+    # How a folder of class folders divides into train and val (data/splits.py)
     val_split: float = 0.2  # --data of class folders without train/ and val/: this fraction of each class validates
     resplit: bool = False  # with --resume: divide data that changed since the run's --val-split anew (data/splits.py)
-    freeze_backbone: bool = False  # train the head only: backbone weights and BatchNorm statistics stay as loaded
-    unfreeze_at: int | None = None  # with freeze_backbone: the epoch from which the whole model trains
-    backbone_lr_scale: float = 1.0  # the backbone learns at lr * this, the head at lr
     # The optimizer and the schedule by name (training/optimization.py); lr and weight_decay above are
     # AdamW's defaults: another --optimizer brings its own unless they are given.
     optimizer: str = "adamw"  # adamw | sgd
@@ -195,12 +193,9 @@ class TrainConfig:
     step_epochs: int = 10  # --schedule step: multiply the lr by step_gamma every this many epochs
     step_gamma: float = 0.1
     warmup_epochs: int = 0  # linear learning-rate warmup before the schedule
-    ema: float | None = None  # decay of an exponential moving average of the weights (e.g. 0.999); None: off
     accum_steps: int = 1  # batches whose gradients add up to one optimizer step
     clip_grad: float | None = None  # clip the gradients' total norm to this; None: no clipping
     patience: int | None = None  # stop when val_acc has not improved for this many epochs; None: never
-    mixup: float = 0.0  # MixUp alpha (torchvision.transforms.v2.MixUp); 0: off
-    cutmix: float = 0.0  # CutMix alpha (torchvision.transforms.v2.CutMix); 0: off
     init_from: str | None = None  # a checkpoint whose weights start this run; a fresh head if the classes differ
     # Import paths a checkpoint or --config file may name (check_imports); this process's own, never a file's
     allow_import: list[str] = dataclasses.field(default_factory=list)
@@ -208,3 +203,13 @@ class TrainConfig:
     def to_dict(self) -> dict:
         """Plain values only, so it fits in JSON and in a weights_only checkpoint."""
         return dataclasses.asdict(self)
+
+
+def config_class(plugins=()) -> type[TrainConfig]:
+    """TrainConfig with the fields of the plugins' own settings (`Plugin.settings`) beside the core's."""
+    return _with_settings(tuple(plugin.settings for plugin in plugins if plugin.settings is not None))
+
+
+@functools.cache  # one class per set of plugins: settling twice gives the same type
+def _with_settings(settings: tuple[type, ...]) -> type[TrainConfig]:
+    return dataclasses.make_dataclass("TrainConfig", [], bases=(TrainConfig, *settings)) if settings else TrainConfig

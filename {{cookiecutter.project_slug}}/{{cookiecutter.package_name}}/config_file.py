@@ -44,8 +44,9 @@ def _depth(value: Any) -> int:
 
 
 def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | None = None, *,
-                     trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The TrainConfig values a config.json sets (record and place keys dropped), each checked against its field.
+                     trusted: frozenset[str] = frozenset(), config_class: type = TrainConfig) -> dict[str, Any]:
+    """The values a config.json sets (record and place keys dropped), each checked against its field of
+    `config_class` (TrainConfig, with the plugins' settings: config.config_class).
 
     An import path the file names must be in `trusted` (the command line's own): else ConfigError.
     """
@@ -65,8 +66,8 @@ def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | No
     if _depth(values) > MAX_DEPTH:
         raise ConfigError(f"--config {path}: nested more than {MAX_DEPTH} levels deep; a run's config.json is "
                           "one object of settings")
-    hints = typing.get_type_hints(TrainConfig)
-    fields = {field.name for field in dataclasses.fields(TrainConfig)}
+    hints = typing.get_type_hints(config_class)
+    fields = {field.name for field in dataclasses.fields(config_class)}
     unknown = sorted(set(values) - fields - RECORD_KEYS)
     if unknown:
         raise ConfigError(f"--config {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(fields))}")

@@ -13,6 +13,9 @@ class Plugin:
     name = "plugin"
     optional = False  # True: a failure in after_epoch is a warning and the run goes on without it (a tracker)
     wants_step_losses = False  # True: the run keeps each optimizer step's loss for after_epoch (run.step_losses)
+    # A dataclass of the plugin's own settings (every field with a default): they join TrainConfig's, so config.json,
+    # checkpoints, --config and --resume's rules treat them as the core's (config.config_class)
+    settings: type | None = None
 
     def choices(self) -> dict[str, list[str]]:
         """Values this plugin adds to flags' choices (the flag's field name -> values)."""
@@ -22,15 +25,44 @@ class Plugin:
         """Why `value`, which this plugin added to `field`'s choices, cannot run on `device` here; None: it can."""
         return None
 
+    def flags(self, parser) -> None:
+        """Add the flags of this plugin's settings to train.py's parser (an argument group)."""
+
+    def problems(self, cfg) -> list[str]:
+        """What is wrong with this plugin's settings in `cfg`, one line each (checked before anything is built)."""
+        return []
+
     def processes(self, cfg, device):
         """The processes training together when the run asks for this plugin's kind; None: not its own."""
         return None
 
+    def build(self, run) -> None:
+        """The model and the loss are built; before the optimizer and the loop are made from `run.parameter_groups`
+        and `run.mix`, which this hook may set."""
+
+    def state_dict(self) -> dict:
+        """What this plugin keeps in a training checkpoint (plain values, CPU tensors); {}: nothing."""
+        return {}
+
+    def load_state_dict(self, run, state: dict, source: str) -> None:
+        """Continue from what `state_dict` saved (CheckpointError naming `source` if it does not fit the run)."""
+
     def start(self, run, out) -> None:
         """The run is built and its folder claimed; before its first file is written."""
 
+    def before_epoch(self, run, epoch: int) -> None:
+        """Before epoch `epoch` trains (the rest of it, after a mid-epoch resume)."""
+
     def after_step(self, run, epoch: int, step: int) -> None:
         """After optimizer step `step` of `epoch`."""
+
+    def validated(self, run, row: dict) -> None:
+        """The epoch's metrics row after validation, before it is saved: add this plugin's columns. Other weights
+        validated here are columns `<name>_val_acc` (and `<name>_val_loss`); best.pt keeps the best of them."""
+
+    def weights(self, name: str) -> dict | None:
+        """The state dict (CPU tensors) of the weights this plugin validated as `name`; None: not its own."""
+        return None
 
     def after_epoch(self, run, row: dict) -> None:
         """After the epoch's checkpoint and metrics.csv row are written (`row` is that row)."""

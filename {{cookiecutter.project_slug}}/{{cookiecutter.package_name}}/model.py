@@ -1,7 +1,7 @@
 """`Classifier`: a backbone (a torchvision model without its classifier, or your own module) and a new head.
 
 The head is one Linear layer from the backbone's F features to the classes (backbones.py: how F is
-found); `--freeze-backbone` freezes everything under `model.backbone`.
+found); a frozen backbone (the fine_tuning answer's --freeze-backbone) is everything under `model.backbone`.
 
 The head is created on the backbone's device (`module_device(backbone)`), so a backbone
 built on cuda:1, or on the meta device for structure tests, gets a head beside it; the
@@ -87,7 +87,7 @@ class Classifier(DeviceAwareMixin, nn.Module):
         self.dropout = nn.Dropout(dropout)
         # Created where the backbone already is: no later .to() can be forgotten.
         self.head = nn.Linear(feature_dim, num_classes, device=module_device(backbone))
-        self.backbone_frozen = False  # set by training/recipe.py's freeze_backbone
+        self.backbone_frozen = False  # set where a backbone is frozen (the fine_tuning answer's plugin)
 
     def train(self, mode: bool = True) -> Classifier:
         """Training mode for the head; a frozen backbone stays in eval mode, so its BatchNorm statistics are kept."""

@@ -36,7 +36,7 @@ def run_environment() -> dict:
 def write_metrics(path: Path, rows: list[dict]) -> None:
     """Write every epoch's metrics as CSV with the fixed column order (options' own columns after them)."""
     buffer = io.StringIO()
-    # options' own columns (e.g. --ema's), from every row: a resumed run's rows may have more than older ones
+    # plugins' own columns (e.g. the EMA's), from every row: a resumed run's rows may have more than older ones
     extra = list(dict.fromkeys(key for row in rows for key in row if key not in METRICS_COLUMNS))
     writer = csv.DictWriter(buffer, fieldnames=[*METRICS_COLUMNS, *extra], lineterminator="\n")
     writer.writeheader()

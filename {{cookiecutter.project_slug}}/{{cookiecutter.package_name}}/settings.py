@@ -140,20 +140,6 @@ def _optimisation_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g.add_argument("--patience", type=int, metavar="N", help="stop when val_acc has not improved for N epochs")
 
 
-def _finetuning_flags(p: argparse.ArgumentParser, choices: dict) -> None:
-    g = p.add_argument_group("fine-tuning")
-    g.add_argument("--freeze-backbone", action="store_true",
-                   help="train the head only; the backbone's weights and BatchNorm statistics stay as loaded")
-    g.add_argument("--unfreeze-at", type=int, metavar="EPOCH",
-                   help="with --freeze-backbone: train the whole model from this epoch on")
-    g.add_argument("--backbone-lr-scale", type=float, metavar="F",
-                   help="the backbone learns at lr * F, the head at lr" + _default("backbone_lr_scale"))
-    g.add_argument("--ema", type=float, metavar="DECAY",
-                   help="keep an exponential moving average of the weights (e.g. 0.999), validated each epoch")
-    g.add_argument("--mixup", type=float, metavar="ALPHA", help="MixUp alpha (0: off)")
-    g.add_argument("--cutmix", type=float, metavar="ALPHA", help="CutMix alpha (0: off)")
-
-
 def _run_folder_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("run folder")
     g.add_argument("--out", help="run directory for checkpoints, metrics and plots (default: a new "
@@ -199,15 +185,19 @@ def _device_flags(p: argparse.ArgumentParser, choices: dict) -> None:
 def get_args_parser(installed: list | None = None) -> argparse.ArgumentParser:
     """train.py's flags in groups, with the choices `installed` plugins add (default: this project's); a flag not
     typed is absent from the parsed namespace (SUPPRESS)."""
+    installed = plugins.load_plugins() if installed is None else installed
     p = argparse.ArgumentParser(description="Train the image classifier.", argument_default=argparse.SUPPRESS)
     chosen = choices(installed)
-    for add in (_data_flags, _model_flags, _optimisation_flags, _finetuning_flags, _run_folder_flags, _device_flags):
+    for add in (_data_flags, _model_flags, _optimisation_flags, _run_folder_flags, _device_flags):
         add(p, chosen)
+    for plugin in installed:  # the flags of the plugins' own settings (Plugin.settings)
+        plugin.flags(p)
     return p
 
 
-def check(cfg: config.TrainConfig) -> None:
-    """Refuse values that cannot work (ConfigError), before anything is built or written."""
+def check(cfg: config.TrainConfig, installed: list = ()) -> None:
+    """Refuse values that cannot work (ConfigError), before anything is built or written; `installed` plugins check
+    their own settings."""
     for name in ("epochs", "batch_size"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
@@ -233,7 +223,7 @@ def check(cfg: config.TrainConfig) -> None:
     backbones.resolve_backbone(cfg.backbone)
     if cfg.image_size:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
-    for problem in recipe.check_config(cfg):
+    for problem in [*recipe.check_config(cfg), *(line for plugin in installed for line in plugin.problems(cfg))]:
         raise ConfigError(problem)
 
 
@@ -253,14 +243,17 @@ def _check_numbers(cfg: config.TrainConfig) -> None:
 
 def settle(argv: list[str] | None = None, installed: list | None = None) -> Settled:
     """Flags, a --config file and the generated defaults, as one checked TrainConfig (ConfigError if bad)."""
+    installed = plugins.load_plugins() if installed is None else installed
     given = vars(get_args_parser(installed).parse_args(argv))
     switches = {name: given.pop(name, False) for name in ("verbose", "debug_devices")}
     trusted = config.trusted_imports(given.get("backbone"), given.get("data"), *given.get("allow_import", []))
-    from_file = read_config_file(given.pop("config"), choices(installed), trusted=trusted) if "config" in given else {}
+    config_class = config.config_class(installed)
+    from_file = read_config_file(given.pop("config"), choices(installed), trusted=trusted,
+                                 config_class=config_class) if "config" in given else {}
     chosen = {**from_file, **given}
     chosen["device"] = config.device_spec(chosen.get("device"))  # the flag, else the environment, else the default
-    cfg = dataclasses.replace(config.TrainConfig(), **{**optimizer_defaults(chosen), **chosen})
-    check(cfg)
+    cfg = dataclasses.replace(config_class(), **{**optimizer_defaults(chosen), **chosen})
+    check(cfg, installed)
     _check_applies(cfg, frozenset(given))  # typed flags: a config file records every field
     return Settled(cfg, frozenset(from_file) | frozenset(given), **switches)
 

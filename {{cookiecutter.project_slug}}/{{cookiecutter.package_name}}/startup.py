@@ -45,7 +45,7 @@ def settle(argv: list[str] | None, plugins: list) -> Start:
     device = config.configure_device(typed.cfg.device)
     if device.type == "meta":
         raise ConfigError("--device meta holds no data: it can build a model, not train one; use cpu or an accelerator")
-    settled, notes = resumed(typed)
+    settled, notes = resumed(typed, plugins)
     cfg, mode_notes = on_device(settled, device, plugins)
     processes = next(filter(None, (plugin.processes(cfg, device) for plugin in plugins)), None) or Processes()
     try:
@@ -54,7 +54,8 @@ def settle(argv: list[str] | None, plugins: list) -> Start:
         if plan.resume:  # the main process's checkpoint in every process, also where it cannot read that file
             source, sent = processes.checkpoint(plan.resume)
             if source != plan.resume:  # this process settled without it: again, from the copy it was sent
-                settled, notes = resumed(dataclasses.replace(typed, cfg=dataclasses.replace(typed.cfg, resume=source)))
+                settled, notes = resumed(dataclasses.replace(typed, cfg=dataclasses.replace(typed.cfg, resume=source)),
+                                         plugins)
                 cfg, mode_notes = on_device(settled, device, plugins)
             plan, notes = dataclasses.replace(plan, resume=source), [*notes, sent]
         pretrained, weights_note = model.resolve_pretrained(  # a resumed run or --init-from brings its own weights
@@ -76,17 +77,17 @@ def on_device(settled: settings.Settled, device: torch.device, plugins: list) ->
     return dataclasses.replace(settled.cfg, parallel=parallel, precision=precision_name), notes
 
 
-def resumed(typed: settings.Settled) -> tuple[settings.Settled, list[str]]:
+def resumed(typed: settings.Settled, plugins: list) -> tuple[settings.Settled, list[str]]:
     """With --resume: the settings of the run it continues (its checkpoint's config, read once here), with notes."""
     cfg = typed.cfg
     source = run_folder.resume_source(cfg.out, cfg.resume)
     if source is None or (os.environ.get("RANK", "0") != "0" and not checkpoint_file(source).is_file()):
         return typed, []  # nothing to continue, or not on this node: settled again from the main process's copy
     trusted = config.trusted_imports(cfg.backbone, cfg.data, *cfg.allow_import)  # typed, or from a checked file
-    state = run_state.read(source, trusted=trusted)
+    state = run_state.read(source, trusted=trusted, config_class=type(cfg))
     if "data" not in typed.explicit:  # the run goes on reading the data its checkpoint names
         config.check_imports(state["config"], trusted, f"{source}: config", keys=("data",))
-    return own_settings(typed, state["config"], source, state["image_size"])
+    return own_settings(typed, state["config"], source, state["image_size"], plugins)
 
 
 def checkpoint_file(path: str) -> Path:
@@ -131,8 +132,8 @@ def prepare_out(run, out: Path, plan: run_folder.Plan) -> None:
         run_state.save(out / "last.pt", run.state(0))
 
 
-def own_settings(settled: settings.Settled, saved: dict, source: str,
-            trained_image_size: int | None = None) -> tuple[settings.Settled, list[str]]:
+def own_settings(settled: settings.Settled, saved: dict, source: str, trained_image_size: int | None = None,
+                 plugins: list = ()) -> tuple[settings.Settled, list[str]]:
     """The settings of the run `source` continues: the checkpoint's `saved` config, with the flags that may change.
 
     A typed flag that would change the run's meaning (settings.MAY_CHANGE_ON_RESUME lists the others) raises
@@ -141,7 +142,7 @@ def own_settings(settled: settings.Settled, saved: dict, source: str,
     if "init_from" in settled.explicit:
         raise ConfigError("--init-from starts a new run from a checkpoint's weights; it cannot be combined "
                           "with --resume, which continues one")
-    fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
+    fields = {field.name for field in dataclasses.fields(settled.cfg)}  # the plugins' settings too
     own = {name: value for name, value in saved.items() if name in fields}
     notes = []
     for name in sorted(settled.explicit & fields):
@@ -163,5 +164,5 @@ def own_settings(settled: settings.Settled, saved: dict, source: str,
                      "machine's cores (CPU sums then differ from an unbroken run's in their last bits)")
         chosen["threads"] = None
     cfg = dataclasses.replace(settled.cfg, **chosen)
-    settings.check(cfg)
+    settings.check(cfg, plugins)
     return dataclasses.replace(settled, cfg=cfg), notes

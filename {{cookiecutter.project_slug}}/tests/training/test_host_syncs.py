@@ -18,14 +18,14 @@ from host_reads import HostReads, epoch_reads, stand_in_run
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.metrics import new_confusion, update_confusion
 from {{ cookiecutter.package_name }}.model import build_model
-from {{ cookiecutter.package_name }}.training import epochs, loop, recipe
+from {{ cookiecutter.package_name }}.training import epochs, loop, optimization
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def test_an_epoch_reads_the_device_as_often_with_twelve_steps_as_with_three(tiny_data, monkeypatch):
-    """Optimizer, EMA, step boundary and evaluation add no host read per step: 12 steps read as often as 3.
+    """Optimizer, step boundary and evaluation add no host read per step: 12 steps read as often as 3.
 
     (The reads that remain are per epoch: the non-finite check, the epoch's sums, the sampler's order,
     and per image in the CPU transforms, the same for both batch sizes.)"""
@@ -47,33 +47,6 @@ def test_the_count_sees_a_read_added_to_every_step(tiny_data, monkeypatch):
     assert epoch_reads(tiny_data, CPU, 2, reads) - epoch_reads(tiny_data, CPU, 8, reads) == 12 - 3
 
 
-def test_the_ema_update_runs_on_the_meta_device_without_reading_its_counter():
-    """The EMA's first-update copy is decided on the device: its update works where nothing can be read."""
-    model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=META)
-    ema = recipe.make_ema(model, 0.9)
-    ema.update_parameters(model)
-    ema.update_parameters(model)
-    assert ema.n_averaged.device == META
-
-
-def test_the_ema_copies_first_then_follows_at_its_decay_for_every_buffer_too():
-    """Same rule as torch's EMA: the first update copies weights and buffers, later ones move (1 - decay)."""
-    torch.manual_seed(0)
-    model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=CPU)
-    ema = recipe.make_ema(model, 0.75)
-    with torch.no_grad():
-        for tensor in [*model.parameters(), *model.buffers()]:
-            tensor.add_(1)
-    ema.update_parameters(model)
-    assert all(torch.equal(a, b) for a, b in zip(ema.module.state_dict().values(), model.state_dict().values()))
-    before = ema.module.head.weight.detach().clone()
-    with torch.no_grad():
-        model.head.weight.add_(4.0)
-    ema.update_parameters(model)
-    torch.testing.assert_close(ema.module.head.weight, 0.75 * before + 0.25 * model.head.weight)
-    assert int(ema.n_averaged) == 2
-
-
 def test_the_confusion_matrix_is_counted_on_the_meta_device():
     """update_confusion has no data-dependent shape (bincount's waits for the device): it runs on meta."""
     matrix = new_confusion(3, META)
@@ -83,10 +56,10 @@ def test_the_confusion_matrix_is_counted_on_the_meta_device():
 
 def test_adamw_is_fused_where_the_device_has_the_kernel():
     """Fused AdamW on the CPU (and CUDA): one kernel, its step counts never read back; plain AdamW on meta."""
-    cfg = TrainConfig(lr=1e-3, backbone_lr_scale=1.0, weight_decay=0.01)
+    cfg = TrainConfig(lr=1e-3, weight_decay=0.01)
     for device, fused in ((CPU, True), (META, None)):
         model = build_model("{{ cookiecutter.backbone }}", 4, pretrained=False, device=device)
-        assert recipe.make_optimizer(model, cfg).defaults["fused"] is fused, device
+        assert optimization.make_optimizer(model, cfg).defaults["fused"] is fused, device
 
 
 def test_the_step_agreement_keeps_its_flags_on_the_host():

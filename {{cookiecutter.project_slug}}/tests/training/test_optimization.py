@@ -11,7 +11,7 @@ from torch import nn
 from {{ cookiecutter.package_name }} import settings, startup
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.errors import ConfigError
-from {{ cookiecutter.package_name }}.training import optimization, recipe
+from {{ cookiecutter.package_name }}.training import optimization
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 
@@ -44,11 +44,11 @@ def _lrs(scheduler, steps: int) -> list[float]:
 @pytest.mark.parametrize("name", list(optimization.OPTIMIZERS))
 @pytest.mark.parametrize("device", [CPU, META], ids=str)
 def test_each_optimizer_builds_beside_the_weights_and_its_state_survives_a_checkpoint(name, device):
-    """Every --optimizer builds over the backbone and head groups on the model's device (meta too), with its own
-    defaults; on the CPU its state after a step loads weights_only into a fresh one and steps identically."""
+    """Every --optimizer builds over every parameter on the model's device (meta too), with its own defaults; on
+    the CPU its state after a step loads weights_only into a fresh one and steps identically."""
     model = _model(device)
-    optimizer = recipe.make_optimizer(model, _cfg(optimizer=name))
-    assert [group["name"] for group in optimizer.param_groups] == ["backbone", "head"]
+    optimizer = optimization.make_optimizer(model, _cfg(optimizer=name))
+    assert [len(group["params"]) for group in optimizer.param_groups] == [len(list(model.parameters()))]
     assert optimizer.param_groups[-1]["lr"] == optimization.OPTIMIZERS[name].lr
     if device == META:
         return
@@ -59,7 +59,7 @@ def test_each_optimizer_builds_beside_the_weights_and_its_state_survives_a_check
     torch.save(optimizer.state_dict(), buffer)
     twin = _model()
     twin.load_state_dict(model.state_dict())
-    again = recipe.make_optimizer(twin, _cfg(optimizer=name))
+    again = optimization.make_optimizer(twin, _cfg(optimizer=name))
     buffer.seek(0)
     again.load_state_dict(torch.load(buffer, map_location="cpu", weights_only=True))
     for net, opt in ((model, optimizer), (twin, again)):
@@ -75,7 +75,7 @@ def test_each_schedule_warms_up_then_never_rises_and_resumes_exactly_at_any_step
     rebuilt from a checkpoint taken after any step gives the very lrs of the uninterrupted one (bit for bit)."""
     steps_per_epoch, cfg = 4, _cfg(schedule=schedule)
     model = _model()
-    scheduler = optimization.make_scheduler(recipe.make_optimizer(model, cfg), cfg, steps_per_epoch)
+    scheduler = optimization.make_scheduler(optimization.make_optimizer(model, cfg), cfg, steps_per_epoch)
     saved, lrs = [], [scheduler.optimizer.param_groups[-1]["lr"]]
     for _ in range(cfg.epochs * steps_per_epoch):
         saved.append(scheduler.state_dict())
@@ -85,7 +85,7 @@ def test_each_schedule_warms_up_then_never_rises_and_resumes_exactly_at_any_step
     after = lrs[steps_per_epoch:-1]
     assert all(x > 0 for x in after) and all(b <= a for a, b in zip(after, after[1:]))
     for done, state in enumerate(saved):
-        fresh = optimization.make_scheduler(recipe.make_optimizer(_model(), cfg), cfg, steps_per_epoch)
+        fresh = optimization.make_scheduler(optimization.make_optimizer(_model(), cfg), cfg, steps_per_epoch)
         optimization.restore_position(fresh, state, done)
         assert _lrs(fresh, len(lrs) - 1 - done) == lrs[done:], done
 
@@ -93,7 +93,7 @@ def test_each_schedule_warms_up_then_never_rises_and_resumes_exactly_at_any_step
 def test_step_schedule_drops_at_epoch_boundaries():
     """--schedule step --step-epochs 1 --step-gamma 0.5: the lr halves as each epoch ends, not in between."""
     cfg = _cfg(schedule="step", step_gamma=0.5, warmup_epochs=0)
-    scheduler = optimization.make_scheduler(recipe.make_optimizer(_model(), cfg), cfg, 3)
+    scheduler = optimization.make_scheduler(optimization.make_optimizer(_model(), cfg), cfg, 3)
     assert _lrs(scheduler, 6) == pytest.approx([cfg.lr] * 3 + [cfg.lr / 2] * 3 + [cfg.lr / 4])
 
 
@@ -101,12 +101,12 @@ def test_a_schedule_restored_into_a_longer_run_spans_the_epochs_the_run_now_has(
     """A finished 1-epoch cosine run resumed with --epochs 3: the schedule is the 3-epoch one at the end of epoch 1
     (lr above 0), not the old one that had reached 0; with twice the steps per epoch it stands at the same epoch."""
     short, long = _cfg(epochs=1, warmup_epochs=0), _cfg(epochs=3, warmup_epochs=0)
-    finished = optimization.make_scheduler(recipe.make_optimizer(_model(), short), short, 4)
+    finished = optimization.make_scheduler(optimization.make_optimizer(_model(), short), short, 4)
     assert _lrs(finished, 4)[-1] == pytest.approx(0.0, abs=1e-12)
     for steps_per_epoch in (4, 8):  # the same ranks, or half of them
-        expected = optimization.make_scheduler(recipe.make_optimizer(_model(), long), long, steps_per_epoch)
+        expected = optimization.make_scheduler(optimization.make_optimizer(_model(), long), long, steps_per_epoch)
         _lrs(expected, steps_per_epoch)
-        resumed = optimization.make_scheduler(recipe.make_optimizer(_model(), long), long, steps_per_epoch)
+        resumed = optimization.make_scheduler(optimization.make_optimizer(_model(), long), long, steps_per_epoch)
         optimization.restore_position(resumed, finished.state_dict(), steps_per_epoch)
         assert resumed.get_last_lr() == expected.get_last_lr() and resumed.get_last_lr()[-1] > 0
 

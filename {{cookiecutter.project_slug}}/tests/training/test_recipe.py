@@ -1,16 +1,13 @@
-"""Fine-tuning controls: freezing, parameter groups, warmup + cosine, EMA, mixup/cutmix, init from a checkpoint."""
+"""The training recipe in every project: warmup + cosine, accumulation, clipping, init from a checkpoint."""
 
 import io
-import os
 
 import pytest
 import torch
-import torch.nn.functional as F
-from torchvision import models
 
 import train
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.model import build_model, weights_file
+from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.training import optimization, recipe
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import StepRecipe, train_one_epoch
@@ -22,43 +19,6 @@ BACKBONE = "resnet18"  # has BatchNorm, cheap at 32 px
 def _model(device=CPU, classes=3, seed=0):
     torch.manual_seed(seed)
     return build_model(BACKBONE, classes, pretrained=False, device=device)
-
-
-def test_frozen_backbone_keeps_its_weights_and_batchnorm_statistics_while_the_head_learns():
-    """Training steps with the backbone frozen change the head only: backbone weights and running stats stay."""
-    model = _model()
-    recipe.freeze_backbone(model, True)
-    before = {k: v.clone() for k, v in model.backbone.state_dict().items()}
-    head_before = model.head.weight.detach().clone()
-    optimizer = torch.optim.AdamW(recipe.parameter_groups(model, 1e-2), lr=1e-2)
-    model.train()
-    for _ in range(2):
-        optimizer.zero_grad()
-        F.cross_entropy(model(torch.randn(4, 3, 32, 32)), torch.tensor([0, 1, 2, 0])).backward()
-        optimizer.step()
-    assert all(torch.equal(before[k], v) for k, v in model.backbone.state_dict().items())
-    assert not torch.equal(model.head.weight, head_before)
-    assert not model.backbone.training and model.head.training
-
-
-def test_unfreezing_restores_gradients_and_training_mode():
-    """--unfreeze-at: from that epoch on, the backbone trains again (gradients, BatchNorm in training mode)."""
-    model = _model(META)
-    assert recipe.backbone_frozen(1, True, 3) and not recipe.backbone_frozen(3, True, 3)
-    assert recipe.freeze_backbone(model, True) and not recipe.freeze_backbone(model, True)
-    assert recipe.freeze_backbone(model, False)
-    model.train()
-    assert all(p.requires_grad for p in model.parameters()) and model.backbone.training
-
-
-def test_backbone_and_head_get_their_own_learning_rates():
-    """--backbone-lr-scale 0.1: two groups, every parameter in exactly one, the backbone at a tenth."""
-    model = _model(META)
-    groups = recipe.parameter_groups(model, 1e-3, backbone_lr_scale=0.1)
-    assert [g["name"] for g in groups] == ["backbone", "head"]
-    assert groups[0]["lr"] == pytest.approx(1e-4) and groups[1]["lr"] == 1e-3
-    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
-    assert {id(p) for p in groups[1]["params"]} == {id(p) for p in model.head.parameters()}
 
 
 def test_warmup_rises_linearly_then_cosine_decays_to_zero_and_the_schedule_survives_a_checkpoint():
@@ -82,37 +42,6 @@ def test_warmup_rises_linearly_then_cosine_decays_to_zero_and_the_schedule_survi
     assert fresh.get_last_lr() == scheduler.get_last_lr()
 
 
-@pytest.mark.parametrize("device", [CPU, META], ids=str)
-def test_ema_copy_and_its_counter_are_born_on_the_models_device(device):
-    """--ema: the averaged copy and AveragedModel's step counter sit beside the weights (meta included)."""
-    ema = recipe.make_ema(_model(device), decay=0.5)
-    assert {t.device for t in [*ema.parameters(), *ema.buffers()]} == {device}
-
-
-def test_ema_follows_the_weights_at_its_decay():
-    """The first update copies the weights; later ones move decay of the way from the new weights."""
-    model = _model()
-    ema = recipe.make_ema(model, decay=0.5)
-    with torch.no_grad():
-        model.head.bias.add_(1.0)
-    ema.update_parameters(model)
-    assert torch.equal(ema.module.head.bias, model.head.bias)
-    with torch.no_grad():
-        model.head.bias.add_(2.0)
-    ema.update_parameters(model)
-    assert torch.allclose(ema.module.head.bias, model.head.bias - 1.0)
-
-
-def test_mixup_and_cutmix_give_soft_targets_for_the_whole_batch():
-    """--mixup / --cutmix: torchvision's batch transforms turn (B,) labels into (B, C) probabilities."""
-    assert recipe.batch_mixer(0.0, 0.0, 4) is None
-    torch.manual_seed(0)
-    for mixup, cutmix in ((0.2, 0.0), (0.0, 1.0), (0.2, 1.0)):
-        images, targets = recipe.batch_mixer(mixup, cutmix, 4)(torch.randn(6, 3, 16, 16), torch.arange(6) % 4)
-        assert images.shape == (6, 3, 16, 16) and targets.shape == (6, 4)
-        assert torch.allclose(targets.sum(dim=1), torch.ones(6))
-
-
 def test_init_from_another_label_set_copies_the_backbone_and_keeps_a_fresh_head():
     """--init-from a run with other classes: backbone weights copied, head left as built (its shape differs)."""
     source = _model(classes=5, seed=1)
@@ -133,9 +62,9 @@ def _tiny_linear(seed=0):
 
 
 def _epoch(model, batches, lr=0.5, **options):
-    """One epoch of `batches`; `options` are StepRecipe fields (accum_steps, clip_grad, ema, mix) or loop flags."""
+    """One epoch of `batches`; `options` are StepRecipe fields (accum_steps, clip_grad, mix) or loop flags."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    step_recipe = StepRecipe(**{k: options.pop(k) for k in ("accum_steps", "clip_grad", "ema", "mix") if k in options})
+    step_recipe = StepRecipe(**{k: options.pop(k) for k in ("accum_steps", "clip_grad", "mix") if k in options})
     return train_one_epoch(model, torch.nn.CrossEntropyLoss(), optimizer, batches, Hardware.create(CPU),
                            recipe=step_recipe, progress=False, **options)
 
@@ -162,37 +91,9 @@ def test_clipping_bounds_the_step_by_the_gradient_norm():
     assert 0 < (after - before).norm() <= 0.01 + 1e-6
 
 
-def test_ema_is_updated_once_per_optimizer_step_and_mixed_batches_still_count_accuracy_on_labels():
-    """With --ema, --accum-steps 2 and --mixup: 3 batches make 2 optimizer steps, 2 EMA updates, and
-    accuracy is measured against the original labels."""
-    model = _tiny_linear()
-    ema = recipe.make_ema(model, decay=0.9)
-    batches = [(torch.randn(4, 3, 4, 4), torch.tensor([0, 1, 2, 0])) for _ in range(3)]
-    stats = _epoch(model, batches, accum_steps=2, ema=ema, mix=recipe.batch_mixer(0.4, 0.0, 3))
-    assert int(ema.n_averaged) == 2 and stats.images == 12 and 0.0 <= stats.acc <= 1.0
-
-
 def _run(args: list[str], out) -> int:
     return train.main([*args, "--device", "cpu", "--batch-size", "8", "--precision", "fp32", "--parallel", "none",
                        "--out", str(out)])
-
-
-@pytest.mark.slow
-def test_pretrained_frozen_backbone_ends_the_epoch_equal_to_the_weights_file(tiny_data, tmp_path):
-    """--pretrained --freeze-backbone: after an epoch every backbone tensor (BatchNorm statistics included)
-    equals the file in the hub cache; the head has learned."""
-    path = weights_file(BACKBONE)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    torch.manual_seed(5)
-    torch.save(models.get_model(BACKBONE, weights=None).state_dict(), path)
-    # The backbone whose weights file this test wrote, whatever the project's default backbone is
-    assert _run(["--data", str(tiny_data), "--backbone", BACKBONE, "--pretrained", "--freeze-backbone",
-                 "--epochs", "1", "--image-size", "32"], tmp_path / "run") == 0
-    pretrained = torch.load(path, map_location="cpu", weights_only=True)
-    trained = torch.load(tmp_path / "run" / "last.pt", map_location="cpu", weights_only=True)["model"]
-    backbone = {key.removeprefix("backbone."): value for key, value in trained.items() if key.startswith("backbone.")}
-    assert backbone and all(torch.equal(value, pretrained[key]) for key, value in backbone.items())
-    assert len(backbone) == len(pretrained) - 2  # all but the ImageNet classifier (fc.weight, fc.bias)
 
 
 @pytest.mark.slow

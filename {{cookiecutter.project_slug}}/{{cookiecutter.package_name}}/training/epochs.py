@@ -43,7 +43,7 @@ def _metrics_row(run: Run, epoch: int, train_stats: loop.EpochStats, val_stats: 
     """metrics.csv's row for an epoch (the fixed columns first); every column reaches every plugin."""
     return {"epoch": epoch, "train_loss": round(train_stats.loss, 6), "train_acc": round(train_stats.acc, 6),
             "val_loss": round(val_stats.loss, 6), "val_acc": round(val_stats.acc, 6),
-            "lr": run.optimizer.param_groups[-1]["lr"],  # the head's (the backbone's is lr * --backbone-lr-scale)
+            "lr": run.optimizer.param_groups[-1]["lr"],  # the last group's: the head's where a plugin made groups
             "epoch_time_s": round(train_stats.seconds + val_stats.seconds, 3),
             "images_per_s": round(train_stats.images_per_s, 1), "unreadable_images": run.unreadable.count(),
             "val_macro_f1": round(val_report.macro_f1, 6)}
@@ -59,8 +59,8 @@ def run_epoch(run: Run, epoch: int, out: Path) -> dict:
         seeding.seed_epoch(cfg.seed, epoch)
     # start_step counts optimizer steps; each took --accum-steps batches
     run.train_loader.sampler.set_epoch(epoch, start=start_step * cfg.accum_steps * cfg.batch_size)
-    if recipe.freeze_backbone(run.model, recipe.backbone_frozen(epoch, cfg.freeze_backbone, cfg.unfreeze_at)):
-        run.wrap()  # DDP and torch.compile take note of which parameters train when they wrap: wrap again
+    for plugin in run.plugins:
+        plugin.before_epoch(run, epoch)
     collect = any(getattr(plugin, "wants_step_losses", False) for plugin in run.plugins)
     plan = loop.EpochPlan(epoch, start_step, loop.RunningTotals.start(run.device, run.resumed_totals
                                                                      if start_step else None),
@@ -75,9 +75,8 @@ def run_epoch(run: Run, epoch: int, out: Path) -> dict:
     run.unreadable.pool(run.processes)
     run.unreadable.check()  # too many unreadable files: stop (exit 2) rather than train on what is left
     row = _metrics_row(run, epoch, train_stats, val_stats, metrics.class_report(confusion))
-    if run.ema is not None:  # the averaged weights are validated too: best.pt keeps whichever is better
-        ema_stats = loop.evaluate(run.ema.module, run.loss_fn, run.val_loader, run.hw, progress=progress)
-        row.update(ema_val_loss=round(ema_stats.loss, 6), ema_val_acc=round(ema_stats.acc, 6))
+    for plugin in run.plugins:  # other weights validated too (the EMA's): best.pt keeps whichever is better
+        plugin.validated(run, row)
     return row
 
 

@@ -69,11 +69,10 @@ class RunningTotals:
 
 @dataclasses.dataclass(frozen=True)
 class StepRecipe:
-    """What an optimizer step does besides stepping: accumulation, clipping, EMA, MixUp/CutMix, the schedule."""
+    """What an optimizer step does besides stepping: accumulation, clipping, batch mixing, the schedule."""
 
     accum_steps: int = 1  # batches whose gradients add up to one optimizer step
     clip_grad: float | None = None  # clip the gradients' total norm to this; None: no clipping
-    ema: nn.Module | None = None  # an AveragedModel updated after every optimizer step
     mix: Callable | None = None  # mix(images, labels) -> (images, (B, C) targets): MixUp/CutMix
     scheduler: object | None = None  # stepped after every optimizer step
 
@@ -108,9 +107,9 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
     """Train for one epoch and return its mean loss, accuracy and throughput.
 
     Optimizer steps count from 1; each adds up the gradients of `recipe.accum_steps` batches (the last may have
-    fewer), clipped to `recipe.clip_grad`, then updates `recipe.ema` and steps `recipe.scheduler`. With
-    `recipe.mix` (MixUp/CutMix) targets become (B, C) probabilities; accuracy still counts the labels. A NaN/inf
-    loss raises NonFiniteLossError naming its step. `epoch` (an EpochPlan) says where a resumed epoch starts.
+    fewer), clipped to `recipe.clip_grad`, then steps `recipe.scheduler`. With `recipe.mix` (MixUp/CutMix)
+    targets become (B, C) probabilities; accuracy still counts the labels. A NaN/inf loss raises
+    NonFiniteLossError naming its step. `epoch` (an EpochPlan) says where a resumed epoch starts.
     """
     plan = epoch if isinstance(epoch, EpochPlan) else EpochPlan(epoch)
     model.train()
@@ -162,15 +161,13 @@ def _forward_backward(model: nn.Module, loss_fn: nn.Module, hw: Hardware, recipe
 
 
 def _optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, hw: Hardware, recipe: StepRecipe) -> None:
-    """One optimizer step from the accumulated gradients, clipped first if asked; then the EMA and the schedule."""
+    """One optimizer step from the accumulated gradients, clipped first if asked; then the schedule."""
     if recipe.clip_grad is not None:
         hw.scaler.unscale_(optimizer)  # clip the true gradients, not the fp16-scaled ones
         nn.utils.clip_grad_norm_(model.parameters(), recipe.clip_grad)
     hw.scaler.step(optimizer)
     hw.scaler.update()
     optimizer.zero_grad(set_to_none=True)
-    if recipe.ema is not None:
-        recipe.ema.update_parameters(model)
     if recipe.scheduler is not None:
         recipe.scheduler.step()
 

@@ -53,12 +53,13 @@ def defaults_help(field: str, default: str) -> str:
     return f" ({', '.join(others)}) (default: {getattr(OPTIMIZERS[default], field):g})"
 
 
-def make_optimizer(model: nn.Module, cfg, groups: list[dict]) -> torch.optim.Optimizer:
-    """cfg.optimizer over `groups` (backbone and head), fused where the device has the kernel."""
+def make_optimizer(model: nn.Module, cfg, groups: list[dict] | None = None) -> torch.optim.Optimizer:
+    """cfg.optimizer over `groups` (None: every parameter of `model` at cfg.lr), fused where the device has the
+    kernel."""
     # Fused: one kernel for all parameters, its step counts stay on the device (the for-loop version reads
     # each back with .item()), and GradScaler hands it found_inf instead of reading it back every step.
     fused = module_device(model).type in _get_fused_kernels_supported_devices()
-    return OPTIMIZERS[cfg.optimizer].build(groups, cfg, fused or None)
+    return OPTIMIZERS[cfg.optimizer].build(groups or [{"params": list(model.parameters())}], cfg, fused or None)
 
 
 def optimizer_steps_per_epoch(batches_per_epoch: int, accum_steps: int) -> int:

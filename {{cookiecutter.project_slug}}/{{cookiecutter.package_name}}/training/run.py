@@ -14,7 +14,7 @@ from ..config import TrainConfig, trusted_imports
 from ..data import build_loaders
 from ..data.loaders import PREFETCH_BATCHES
 from ..processes import Processes
-from . import optimization, recipe, run_state, stopping, wrapping
+from . import optimization, run_state, stopping, wrapping
 from .hardware import Hardware
 from .loop import StepRecipe
 
@@ -32,7 +32,7 @@ class Run:
         self.processes = processes or Processes()
         self.trusted = trusted_imports(cfg.backbone, cfg.data, *cfg.allow_import)  # settled: the run's own
         start = cfg.resume or cfg.init_from  # the weights' own preprocessing: the checkpoint's
-        source = run_state.read(start, trusted=self.trusted) if start else None
+        source = run_state.read(start, trusted=self.trusted, config_class=type(cfg)) if start else None
         self._build_data(source)
         self.hw = Hardware.create(device, self.cfg.precision, self.cfg.channels_last, mean=self.preprocessing.mean,
                                   std=self.preprocessing.std, processes=self.processes)
@@ -66,13 +66,13 @@ class Run:
         self.fresh = run_state.init_model_from(source, self.model, cfg.init_from) if cfg.init_from else []
         self.loss_fn = loss.WeightedCrossEntropy(loss.balanced_class_weights(self.class_counts),
                                                  cfg.label_smoothing).to(device)
-        self.optimizer = recipe.make_optimizer(self.model, cfg)
+        # None: every parameter at cfg.lr, no batch mixing; a plugin's build may change both (fine-tuning's)
+        self.parameter_groups, self.mix = None, None
+        for plugin in self.plugins:
+            plugin.build(self)
+        self.optimizer = optimization.make_optimizer(self.model, cfg, self.parameter_groups)
         self.scheduler = optimization.make_scheduler(self.optimizer, cfg, self.steps_per_epoch)
-        self.ema = recipe.make_ema(self.model, cfg.ema) if cfg.ema else None
-        self.step_recipe = StepRecipe(cfg.accum_steps, cfg.clip_grad, self.ema,
-                                      recipe.batch_mixer(cfg.mixup, cfg.cutmix, len(self.class_names)),
-                                      self.scheduler)
-        recipe.freeze_backbone(self.model, recipe.backbone_frozen(1, cfg.freeze_backbone, cfg.unfreeze_at))
+        self.step_recipe = StepRecipe(cfg.accum_steps, cfg.clip_grad, self.mix, self.scheduler)
         self.wrap()
 
     def wrap(self) -> None:
@@ -107,7 +107,7 @@ class Run:
     def state(self, epoch: int, step: int = 0, epoch_totals: dict | None = None, weights: str = "model") -> dict:
         """A checkpoint after `step` optimizer steps of `epoch`, 0: the whole epoch (layout: run_state.py).
 
-        `weights="ema"`: the averaged weights go under `model` (a best.pt where they validated better).
+        `weights`: another name a plugin validated (e.g. "ema") puts those weights under `model` (a best.pt).
         """
         return run_state.training_state(self, epoch, step=step, epoch_totals=epoch_totals, weights=weights)
 
@@ -126,7 +126,7 @@ class Run:
         # Read onto the CPU: load_state_dict places weights and optimizer moments on the parameters'
         # device, keeps AdamW's `step` counters on the CPU where torch wants them, and the RNG
         # states stay host tensors (a CUDA one cannot become a NumPy array).
-        state = run_state.read(path, trusted=self.trusted)
+        state = run_state.read(path, trusted=self.trusted, config_class=type(self.cfg))
         run_state.check_classes(state, self.class_names, path)
         epoch, step = run_state.resume_position(state)
         # Another number of processes: the same sample of the epoch in this run's steps, or a ResumeLayoutError

@@ -23,8 +23,8 @@ the portable, atomic, weights_only file format underneath):
     metrics       metrics.csv's rows up to `epoch`, so a resumed run rewrites the same file
     version       the package version that wrote it
     preprocessing the input size, evaluation resize, mean and std, and why (data.Preprocessing.to_dict)
-    weights       which weights `model` holds: "model", or "ema" in a best.pt where the average validated better
-    ema           with --ema: {"model": the averaged weights, "n_averaged": updates so far}
+    weights       which weights `model` holds: "model", or in a best.pt other weights a plugin validated better ("ema")
+    plugins       what each plugin keeps (Plugin.state_dict), by name, where it keeps anything: the EMA's weights
     layout        how the run cut its epochs (Processes.layout): world_size, batch_size (per rank), accum_steps,
                   global_batch, steps_per_epoch, sharded; a resume under another world size finds its sample
 
@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from .. import __version__, model_folder
-from ..config import check_imports
+from ..config import TrainConfig, check_imports
 from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
 from ..loss import WeightedCrossEntropy
@@ -53,14 +53,13 @@ from . import optimization, recipe, run_folder, seeding, state_check
 def training_state(run, epoch: int, *, step: int = 0, epoch_totals: dict | None = None,
                    weights: str = "model") -> dict[str, Any]:
     """A checkpoint of `run` (a training.run.Run) after `step` steps of `epoch` (0: after the whole epoch): CPU
-    copies and plain values. `weights="ema"` puts the averaged weights under `model` (a best.pt where they
-    validated better)."""
-    ema = run.ema
-    averaged = None if ema is None else {"model": checkpoint.model_state(ema.module), "n_averaged": int(ema.n_averaged)}
+    copies and plain values. `weights`: another name a plugin validated ("ema") puts those weights under `model`
+    (a best.pt where they validated better)."""
+    own = {plugin.name: plugin.state_dict() for plugin in run.plugins}
     return {
-        "model": averaged["model"] if weights == "ema" else checkpoint.model_state(run.model),
+        "model": checkpoint.model_state(run.model) if weights == "model" else _plugin_weights(run, weights),
         "weights": weights,
-        "ema": averaged,
+        "plugins": {name: state for name, state in own.items() if state},
         "preprocessing": run.preprocessing.to_dict(),
         "optimizer": checkpoint.to_cpu(run.optimizer.state_dict()),
         "scheduler": run.scheduler.state_dict(),
@@ -83,6 +82,11 @@ def training_state(run, epoch: int, *, step: int = 0, epoch_totals: dict | None 
     }
 
 
+def _plugin_weights(run, name: str) -> dict[str, torch.Tensor]:
+    """The weights a plugin validated as `name` (Plugin.weights)."""
+    return next(weights for plugin in run.plugins if (weights := plugin.weights(name)) is not None)
+
+
 def save(path: str | os.PathLike, state: dict[str, Any]) -> Path:
     """Write a training checkpoint atomically (RunFolderLost when its run folder was deleted meanwhile)."""
     run_folder.check_claimed(Path(path).parent)
@@ -90,20 +94,21 @@ def save(path: str | os.PathLike, state: dict[str, Any]) -> Path:
 
 
 def read(path: str | os.PathLike, map_location: torch.device | str = "cpu", *,
-         trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
+         trusted: frozenset[str] = frozenset(), config_class: type = TrainConfig) -> dict[str, Any]:
     """Load a training checkpoint (a file, or a run directory's last.pt) and check every value before use.
 
     state_check refuses (CheckpointError, naming the key) a file that is not ours, or whose values
     or weights' shapes cannot be right, before any real model is built from it. An import path as its
     backbone (your own module) must be in `trusted` (config.trusted_imports; none by default), else
     ConfigError: the file is read with weights_only, and naming a module must not run code either. (Its
-    recorded data is checked where it would be opened: train.py --resume, evaluate.py without --data.)
+    recorded data is checked where it would be opened: train.py --resume, evaluate.py without --data.) Its config
+    is checked against `config_class`'s fields (with the plugins' settings, for train.py).
     """
     if model_folder.is_model_folder(path):  # export.py --format safetensors: checked like any checkpoint
         state = model_folder.read(path)
     else:
         state = checkpoint.load_checkpoint(path, map_location=map_location)
-    state_check.check_values(state, path)
+    state_check.check_values(state, path, config_class)
     check_imports(state["config"], trusted, f"{path}: config", keys=("backbone",))  # the shape check builds it
     state_check.check_shapes(state, lambda: build_for(state, torch.device("meta")), path)
     return state
@@ -139,17 +144,18 @@ def check_classes(state: dict[str, Any], class_names: list[str], source: str) ->
 
 
 def restore_training(state: dict[str, Any], *, run, source: str, steps_done: int = 0) -> None:
-    """Load weights, optimizer, scaler, EMA and RNG states into a freshly built run; its schedule at `steps_done`.
+    """Load weights, optimizer, scaler, RNG and plugin states into a freshly built run; its schedule at `steps_done`.
 
     The scheduler keeps the schedule built for this run (its epochs and steps per epoch may differ from the
     checkpoint's, see optimization.restore_position) and stands at `steps_done` optimizer steps of it.
     """
     if state.get("weights", "model") != "model":
-        raise checkpoint.CheckpointError(f"{source} holds the EMA weights of a best.pt; resume from last.pt")
+        raise checkpoint.CheckpointError(f"{source} holds the {state['weights']} weights of a best.pt; resume from "
+                                         "last.pt")
+    _check_plugins(state.get("plugins", {}), run, source)
     checkpoint.load_model_state(run.model, state["model"], source)
-    if run.ema is not None and state.get("ema"):
-        checkpoint.load_model_state(run.ema.module, state["ema"]["model"], f"{source} (EMA)")
-        run.ema.n_averaged.fill_(state["ema"]["n_averaged"])
+    for plugin in run.plugins:
+        plugin.load_state_dict(run, state.get("plugins", {}).get(plugin.name, {}), source)
     for key, restore in (("optimizer", run.optimizer.load_state_dict),  # moves its state to the params' device
                          ("scheduler", lambda saved: optimization.restore_position(run.scheduler, saved, steps_done)),
                          ("scaler", run.hw.scaler.load_state_dict),
@@ -163,6 +169,15 @@ def restore_training(state: dict[str, Any], *, run, source: str, steps_done: int
             reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise checkpoint.CheckpointError(f"{source}: {key} does not fit this run "
                                              f"({type(error).__name__}: {reason})") from None
+
+
+def _check_plugins(saved: dict, run, source: str) -> None:
+    """Refuse a checkpoint that a plugin this project lacks kept state in: resuming without it would change the run."""
+    missing = sorted(set(saved) - {plugin.name for plugin in run.plugins})
+    if missing:
+        raise checkpoint.CheckpointError(f"{source} continues a run that used the {', '.join(missing)} plugin, which "
+                                         "this project lacks (an answer it was not generated with); resume it where "
+                                         f"plugins/{missing[0]} exists")
 
 
 def init_model_from(state: dict[str, Any], model: nn.Module, source: str) -> list[str]:

@@ -38,7 +38,7 @@ HEAD_WEIGHT = "head.weight"  # model.Classifier's head: one row per class
 OPTIONAL_KINDS: dict[str, type | tuple[type, ...]] = {
     "epoch": int, "step": int, "best_val_acc": (int, float), "optimizer": dict, "scheduler": dict, "scaler": dict,
     "loss": dict, "rng": dict, "metrics": list, "version": str, "preprocessing": (dict, type(None)),
-    "weights": str, "ema": (dict, type(None)), "epoch_totals": dict, "unreadable": dict, "class_counts": list,
+    "weights": str, "plugins": dict, "epoch_totals": dict, "unreadable": dict, "class_counts": list,
 }
 
 
@@ -55,18 +55,17 @@ def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
     return isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
 
 
-def check_values(state: dict[str, Any], path: str | os.PathLike) -> None:
-    """Refuse (CheckpointError naming the key) a checkpoint whose keys, kinds, ranges or weights cannot be right."""
+def check_values(state: dict[str, Any], path: str | os.PathLike, config_class: type = TrainConfig) -> None:
+    """Refuse (CheckpointError naming the key) a checkpoint whose keys, kinds, ranges or weights cannot be right;
+    its config's fields are `config_class`'s (TrainConfig, or with the plugins' settings: config.config_class)."""
     _check_layout(state, path)
     _check_class_names(state["class_names"], path)
     _check_image_size(state["image_size"], "image_size", path)
-    _check_config(state["config"], path)
+    _check_config(state["config"], path, config_class)
     _check_optional(state, path)
     if state.get("preprocessing"):
         _check_preprocessing(state["preprocessing"], path)
-    _check_weights(state["model"], "model", path)
-    if state.get("ema"):
-        _check_ema(state["ema"], state["model"], path)
+    check_weights(state["model"], "model", path)
     if "loss" in state:
         _check_loss(state["loss"], len(state["class_names"]), path)
 
@@ -101,9 +100,9 @@ def _check_image_size(size: Any, key: str, path: str | os.PathLike) -> None:
                             f"[{MIN_IMAGE_SIZE}, {MAX_IMAGE_SIZE}]")
 
 
-def _check_config(config: dict, path: str | os.PathLike) -> None:
-    """The run's settings: a backbone name, and every TrainConfig field it has of the field's type and choices."""
-    hints = typing.get_type_hints(TrainConfig)
+def _check_config(config: dict, path: str | os.PathLike, config_class: type) -> None:
+    """The run's settings: a backbone name, and every field of `config_class` it has of the field's type and choices."""
+    hints = typing.get_type_hints(config_class)
     if not isinstance(config.get("backbone"), str):
         raise _refuse(path, f"config.backbone is {config.get('backbone')!r}, not a backbone name")
     for key, hint in hints.items():
@@ -125,8 +124,10 @@ def _check_optional(state: dict[str, Any], path: str | os.PathLike) -> None:
     for key in ("epoch", "step"):
         if state.get(key, 0) < 0:
             raise _refuse(path, f"{key} is {state[key]}, below 0")
-    if state.get("weights", "model") not in ("model", "ema"):
-        raise _refuse(path, f"weights is {state['weights']!r} (expected model or ema)")
+    if not state.get("weights", "model").isidentifier():  # "model", or the name of weights a plugin validated
+        raise _refuse(path, f"weights is {state['weights']!r}, not the name of weights")
+    if not all(isinstance(name, str) and isinstance(kept, dict) for name, kept in state.get("plugins", {}).items()):
+        raise _refuse(path, "plugins holds something other than each plugin's state by name")
     if not all(isinstance(row, dict) and _is(row.get("epoch"), int) for row in state.get("metrics", [])):
         raise _refuse(path, "metrics holds a row without a whole-number epoch")
     unreadable = state.get("unreadable", {})
@@ -152,23 +153,13 @@ def _check_preprocessing(values: dict, path: str | os.PathLike) -> None:
         raise _refuse(path, f"preprocessing.augment is {prep.augment!r} (expected one of {', '.join(AUGMENTATIONS)})")
 
 
-def _check_weights(weights: dict, key: str, path: str | os.PathLike) -> None:
+def check_weights(weights: dict, key: str, path: str | os.PathLike) -> None:
     """Names to tensors, every floating-point one finite (NaN weights predict NaN without a word)."""
     for name, value in weights.items():
         if not isinstance(name, str) or not isinstance(value, torch.Tensor):
             raise _refuse(path, f"{key} holds {name!r}: {_kind_name(value)}, not a named tensor")
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise _refuse(path, f"{key}.{name} holds NaN or infinite values")
-
-
-def _check_ema(ema: dict, model: dict, path: str | os.PathLike) -> None:
-    if not isinstance(ema.get("model"), dict) or not _is(ema.get("n_averaged"), int) or ema["n_averaged"] < 0:
-        raise _refuse(path, "ema is not {'model': weights, 'n_averaged': count}")
-    _check_weights(ema["model"], "ema.model", path)
-    differ = next((name for name, value in model.items()
-                   if name not in ema["model"] or ema["model"][name].shape != value.shape), None)
-    if differ is not None or len(ema["model"]) != len(model):
-        raise _refuse(path, f"ema.model does not match model ({differ or 'other keys'})")
 
 
 def _check_loss(loss: dict, num_classes: int, path: str | os.PathLike) -> None:
