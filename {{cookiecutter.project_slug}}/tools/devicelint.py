@@ -525,6 +525,15 @@ def _looks_like_module(node: ast.AST) -> bool:
     return name in ("self", "module", "net", "network") or "model" in name or name.endswith("net")
 
 
+def _module_value(node: ast.AST) -> bool:
+    """A dict value that names a module object (`encoder`, `self.model`), not a config's field or its state."""
+    if not isinstance(node, (ast.Name, ast.Attribute)) or _dotted(node).split(".")[0] in _OBJECT_NAMES:
+        return False
+    name = _last(node).lower()
+    return _looks_like_module(node) and name != "self" or \
+        any(name.endswith(word) for word in ("encoder", "decoder", "generator", "discriminator", "backbone"))
+
+
 def _is_dataset(cls: ast.ClassDef) -> bool:
     """Heuristic for DEV008: a base class named *Dataset, ImageFolder or DatasetFolder."""
     names = [_dotted(base).rsplit(".", 1)[-1] for base in cls.bases]
@@ -845,8 +854,12 @@ class _FileFacts:
 
     @functools.cached_property
     def mentions(self) -> Counter[str]:
-        """Names read, called or spelt in a string (a string may be looked up), with how often."""
-        return Counter(_mentions(self.kinds))
+        """Names read, called or spelt in a string (a string may be looked up), with how often; the dotted
+        parts of a string an eval builds its name from (`eval('models.' + name + '.get_pose_net')`) too."""
+        evaluated = [part for c in self.calls if isinstance(c.func, ast.Name) and c.func.id in ("eval", "exec")
+                     for n in self.walk(c) if isinstance(n, ast.Constant) and type(n.value) is str
+                     for part in n.value.split(".") if part.isidentifier() and part != n.value]
+        return Counter(_mentions(self.kinds)) + Counter(evaluated)
 
     @functools.cached_property
     def name_reads(self) -> Counter[str]:
@@ -1376,8 +1389,10 @@ class _Project:
                 self._verdicts[key] = _EST in outcomes and outcomes <= {_EST, _EXIT}
             elif question == "checks":
                 returned = [c for r in facts.walk(node) if isinstance(r, ast.Return) and r.value
-                            for c in facts.walk(r.value) if isinstance(c, ast.Call)]
-                self._verdicts[key] = any(_availability_call(c) or facts.checks_availability(c) for c in returned)
+                            for c in facts.walk(r.value) if isinstance(c, (ast.Call, ast.Attribute))]
+                # `return next(self.parameters()).is_cuda`: where the weights are answers like an availability check
+                self._verdicts[key] = any(c.attr == "is_cuda" if isinstance(c, ast.Attribute) else
+                                          _availability_call(c) or facts.checks_availability(c) for c in returned)
             elif facts.loads:  # "unpickles": a torch.load inside that forces weights_only=False
                 self._verdicts[key] = any(isinstance(c, ast.Call) and _dotted(c.func) in facts.load_aliases and
                                           (_false(_keyword(c, "weights_only")) or facts.forces_unsafe(c))
@@ -1486,6 +1501,10 @@ class _Project:
         if not found and name in target.imports and depth < 2:
             module, again, level = target.imports[name]
             return self._imported(target, module, again, level, depth + 1) if again else []
+        for module, level in target.star_imports if not found and depth < 2 else ():  # `from .vae import *`
+            found = self._imported(target, module, name, level, depth + 1)
+            if found:
+                break
         return found
 
     def module(self, facts: _FileFacts, module: str, level: int) -> _FileFacts | None:
@@ -1836,6 +1855,10 @@ class _Checker(ast.NodeVisitor):
         if name == "torch.save" and node.args and _looks_like_module(node.args[0]) \
                 and _dotted(node.args[0]) not in self.dicts[-1]:
             self.report(node, "DEV006", f"{_dotted(node.args[0]) or 'object'} is saved whole")
+        elif name == "torch.save" and node.args:
+            held = self._modules_in_dict(node.args[0])
+            if held:
+                self.report(node, "DEV006", f"{', '.join(held)} saved whole inside a dict")
         if self.in_forward and name.startswith("torch.") and name[6:] in _FACTORIES:
             self._check_factory(node, name)
         if self.in_getitem and (method == "cuda" or (method == "to" and _moves_device(node))):
@@ -1914,10 +1937,41 @@ class _Checker(ast.NodeVisitor):
             defaults.append(default.value)  # `--device default="cuda"`, `--gpu_type default="cuda"`
         if _last(node) == "set_default_device" and node.args:
             defaults.append(node.args[0])
+        candidates += self._positional_devices(node) if method != "to" else []
         for candidate in candidates:
             self.report_device(candidate, _device_literals(candidate, self.facts))
         for candidate in defaults:
             self.report_device(candidate, _device_literals(candidate, self.facts), default=True)
+
+    def _modules_in_dict(self, saved: ast.AST) -> list[str]:
+        """Modules held whole by a saved dict (`{'encoder': encoder, 'model': self.model}`), shown or bound in
+        this function: the values themselves, not their `.state_dict()`, judged by name like DEV006's."""
+        displays = [saved] if isinstance(saved, ast.Dict) else []
+        if isinstance(saved, ast.Name):
+            scope = self.parents[-1] if self.parents else self.facts.tree
+            displays = [n.value for n in self.facts.walk(scope) if isinstance(n, ast.Assign) and
+                        isinstance(n.value, ast.Dict) and any(_dotted(t) == saved.id for t in n.targets)]
+        return sorted({_dotted(v) for d in displays for v in d.values
+                       if _module_value(v) and _dotted(v) not in self.dicts[-1]})  # `model_args = dict(...)`
+
+    def _positional_devices(self, node: ast.Call) -> list[ast.AST]:
+        """Accelerator literals passed by position to a parameter named for a device (`model.sample(8, 'cuda')`
+        where `def sample(self, num_samples, current_device)`), the call resolved to its definitions."""
+        literal = [i for i, a in enumerate(node.args) if _ACCELERATOR.match(_string(a) or "")]
+        if not literal:
+            return []
+        found = []
+        for facts, target in self.facts.project.resolve(self.facts, node.func):
+            if isinstance(target, ast.ClassDef):
+                target = next((n for n in target.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
+                              None)
+            if not isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = [a.arg for a in target.args.posonlyargs + target.args.args]
+            if params[:1] in (["self"], ["cls"]):
+                params = params[1:]
+            found += [node.args[i] for i in literal if i < len(params) and "device" in params[i].lower()]
+        return found
 
     def _check_load(self, node: ast.Call, name: str) -> None:
         """DEV003/DEV004: a load must say where tensors go and refuse arbitrary pickles.
@@ -2229,28 +2283,62 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
     functions = [(facts, node) for _, facts, _ in checked for nodes in facts.defs.values() for node in nodes
                  if not isinstance(node, ast.ClassDef)]
     hidden = project.cuda_only(functions)
-    unreached = _unreached(project, functions, [facts for _, facts, _ in checked])
+    broken = _broken_imports(project, [facts for _, facts, _ in checked])
+    unreached = _unreached(project, functions, [facts for _, facts, _ in checked], broken)
     chosen = {True: _chosen(select, ignore, True), False: _chosen(select, ignore, False)}
     uncalled = {id(node): node.name for _, node in functions if id(node) not in project.reached}
-    return sorted(set(findings) | _kept(checked, hidden, unreached, chosen, uncalled))
+    return sorted(set(findings) | _kept(checked, hidden, unreached, chosen, uncalled, broken))
 
 
-def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], files: list[_FileFacts]) -> set[int]:
+def _broken_imports(project: _Project, files: list[_FileFacts]) -> dict[int, int]:
+    """Files that stop at a top-level import of a module the repository lacks: id(facts) -> that import's line.
+
+    Only where the repository shows the module was its own: `from csml import CSML` (not a package's
+    `from nets.mobilenet import ...`) where no checked file or
+    folder is named `csml`, the standard library has none, no other checked file imports it, and a checked
+    file defines `CSML` (a module renamed since; a third-party package's names are not the repository's)."""
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    held: set[str] = set()
+    for facts in files:
+        parts = Path(facts.path).with_suffix("").parts
+        held.update(parts[-4:])
+    defined = {n.name for f in files for n in f.defs_at_top()}
+    importers: Counter[str] = Counter()
+    for facts in files:
+        importers.update({m.split(".")[0] for m, _, level in facts.imports.values() if not level and m})
+    broken = {}
+    for facts in files:
+        for node in facts.tree.body:  # unguarded: not inside try/except ImportError or an if
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module and "." not in node.module:
+                head = node.module.split(".")[0]
+                if head in held or head in stdlib or importers[head] > 1 or \
+                        project.module(facts, node.module, 0) is not None:
+                    continue
+                if any(alias.name in defined for alias in node.names):
+                    broken[id(facts)] = node.lineno
+                    break
+    return broken
+
+
+def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], files: list[_FileFacts],
+               broken: dict[int, int] | None = None) -> set[int]:
     """Definitions nothing in the checked files names (a call, a reference, a string), so nothing reaches them.
 
     Private helpers (`_name`) always; in an application (no pyproject [project] or setup.py around it,
     so no user of an installed package calls in), also module-level functions and classes, unless they
-    are decorated (registered), named like tests, in hubconf.py, or reachable by an eval of the module's names."""
+    are decorated (registered), named like tests, in hubconf.py, or reachable by an eval of the module's names.
+    A file that stops at an import of a module the repository lacks (`broken`) names nothing."""
     mentioned: Counter[str] = Counter()
     for facts in files:
-        mentioned.update(facts.mentions)
+        if id(facts) not in (broken or {}):
+            mentioned.update(facts.mentions)
     # an eval of names reaches its own module's definitions, and what that module imports
     dynamic = set().union(*(f.dynamic_names - {n.name for n in f.defs_at_top()} for f in files))
     definers: dict[str, list[_FileFacts]] = {}  # name -> the files that define it at their top level
     for f in files:
-        for name in f.scopes.get(f.tree, {}):
+        for name in f.scopes.get(f.tree, {}) if id(f) not in (broken or {}) else ():
             definers.setdefault(name, []).append(f)
-    found = set()
+    candidates = []
     for facts, node in functions + [(f, n) for f in files for n in f.defs_at_top() if isinstance(n, ast.ClassDef)]:
         registered = any(_last(d) not in _WRAPPERS_ONLY for d in node.decorator_list)  # `@torch.no_grad()` wraps
         if node.name in dynamic or node.name in facts.dynamic_names or registered or node.name.endswith("__"):
@@ -2260,12 +2348,23 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
                             node.name.lower().startswith(("test", "pytest_", "setup", "teardown")) or
                             os.path.basename(facts.path) in ("hubconf.py", "conftest.py", "setup.py")):
             continue
-        # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import this one
-        count = mentioned[node.name] - sum(other.name_reads[node.name] for other in definers.get(node.name, ())
-                                           if other is not facts and node.name not in other.imports)
-        if count == 0 or count <= 2 and count <= _mentions_inside(facts, node)[node.name]:  # `super(Name, self)`
+        candidates.append((facts, node))
+    found: set[int] = set()
+    while True:  # what only unreached code names is unreached too (a helper only a dead class calls)
+        new = []
+        for facts, node in candidates:
+            if id(node) in found:
+                continue
+            # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import it
+            count = mentioned[node.name] - sum(other.name_reads[node.name] for other in definers.get(node.name, ())
+                                               if other is not facts and node.name not in other.imports)
+            if count <= 0 or count <= 2 and count <= _mentions_inside(facts, node)[node.name]:  # `super(Name, self)`
+                new.append((facts, node))
+        if not new:
+            return found
+        for facts, node in new:
             found.add(id(node))
-    return found
+            mentioned -= _mentions_inside(facts, node)
 
 
 def _builds_cuda_extension(facts: _FileFacts) -> bool:
@@ -2378,7 +2477,7 @@ def _chosen(select: Iterable[str] | None, ignore: Iterable[str], porting: bool) 
 
 
 def _kept(checked: list, hidden: set[int], unreached: set[int], chosen: dict[bool, set[str]],
-          uncalled: dict[int, str]) -> set[Finding]:
+          uncalled: dict[int, str], broken: dict[int, int] | None = None) -> set[Finding]:
     """Findings left after unreached code, CUDA-only functions (DEV002 there is DEV011), rule choice, ignores.
 
     A file linted for porting keeps its CUDA-only findings and takes the opt-in rules too. A finding in a
@@ -2386,8 +2485,9 @@ def _kept(checked: list, hidden: set[int], unreached: set[int], chosen: dict[boo
     kept: set[Finding] = set()
     for source, facts, found in checked:
         silenced = _ignored(source) if found and _IGNORE.search(source) else {}
+        stop = (broken or {}).get(id(facts))
         for finding, chain in found:
-            if not facts.porting and unreached.intersection(chain):
+            if not facts.porting and (unreached.intersection(chain) or stop is not None and finding.line > stop):
                 continue
             if not facts.porting and finding.code in _HIDEABLE and hidden.intersection(chain):
                 if finding.code != "DEV002":
