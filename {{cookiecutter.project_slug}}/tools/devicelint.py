@@ -41,7 +41,8 @@ says that the lint cannot tell whether its callers check for CUDA. Not reported:
   with a number where each default the lint sees takes the CPU side (``if gpu_id >= 0:`` with
   ``gpu_id=-1`` or ``--gpu default=[-1]``; ``default=0`` guards nothing), the branch of
   ``isinstance(model, DataParallel)`` that failed (DEV009: not wrapped there), a helper that
-  returns a check, a test's ``with pytest.raises(...)``/``pytest.warns(...)`` (the failure is the point);
+  returns a check (or a tensor's ``is_cuda``: ``if self.is_cuda():``), a test's ``with pytest.raises(...)``/
+  ``pytest.warns(...)`` (the failure is the point);
 - code after NCCL starts or CUDA is asserted (``assert torch.cuda.is_available()``, ``if not ...:
   sys.exit()``), wherever that happens: in the function, in ``__main__``, in a ``setup()`` or
   ``init_distributed_mode()`` helper in another file that starts NCCL or exits without CUDA on every
@@ -53,7 +54,10 @@ says that the lint cannot tell whether its callers check for CUDA. Not reported:
 - code nothing reaches: a private helper no file names, and in an application (no pyproject
   ``[project]`` or setup.py: no users outside) a function or class no file names or evaluates (a
   wrapping decorator such as ``@torch.no_grad()`` registers nothing; another file's calls of its own
-  function of the same name are not calls of this one).
+  function of the same name are not calls of this one), and what only such code names; a script that stops at a
+  top-level import of a module the repository lacks (``from csml import CSML`` with no csml module, but a
+  ``CSML`` defined in a checked file: a module renamed since), after that import. A file that does not parse
+  (Python 2) is one DEV000 finding that says nothing in it was checked.
 A flag something only wishes on guards nothing: ``--cuda default=True``, ``--gpus default=1``,
 ``--gpu_ids default="0"``, a parameter every caller passes ``gpu=True``, ``cuda = not no_cuda``, another
 script's option on by default; nor does a flag asking for the CPU that no availability check sets
@@ -67,7 +71,8 @@ option off by default asks like ``args.cuda``. A type test
 Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name, or
 every caller passes the device: a private helper's, or in an application any function's or class's),
 ``add_argument("--device", default="cuda")`` (any option whose default names an accelerator), ``device_map="cuda"``,
-``getattr(args, "device", "cuda")``, ``cfg.get("device", "cuda")``, ``torch.set_default_device("cuda")``.
+``getattr(args, "device", "cuda")``, ``cfg.get("device", "cuda")``, ``torch.set_default_device("cuda")``, and
+a literal passed by position to a parameter named for a device (``model.sample(8, "cuda")``).
 A file this process just wrote (also through a helper called earlier in the function, such as an
 early-stopping object that saves the best model), or that a checked file saves from CPU tensors
 (``torch.save(feats.cpu(), "feats.pt")``), loads anywhere: no map_location is asked for; nor in a data set
@@ -98,10 +103,12 @@ the code's default arguments or by a caller in the repository, fails or silently
 machine without the named accelerator, loads a possibly GPU-saved checkpoint without ``map_location``,
 unpickles a file that may come from elsewhere, or saves a wrapper's ``module.`` keys or a whole module.
 
-Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name,
-DEV008 decides "this is a Dataset" from the base-class name, DEV009 follows names bound to
-DataParallel/DDP(...) within one file, and DEV007 follows helpers called from forward() within
-one file; a function-valued variable (``fn = self._load; fn()``) is not followed.
+Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name
+(also of a saved dict's values: ``{"encoder": encoder}``), DEV008 decides "this is a Dataset" from the
+base-class name, DEV009 follows names bound to DataParallel/DDP(...) within one file and into the functions
+they are passed to by name (``train(args, model)`` saving ``model.state_dict()``), and DEV007 follows
+helpers called from forward() within one file; a function-valued variable (``fn = self._load; fn()``) is
+not followed.
 
 To use it elsewhere, copy this one file into the other project and run ``python devicelint.py
 PATH...``, or use the pre-commit hook ``devicelint`` from the template repository.
@@ -856,10 +863,12 @@ class _FileFacts:
     def mentions(self) -> Counter[str]:
         """Names read, called or spelt in a string (a string may be looked up), with how often; the dotted
         parts of a string an eval builds its name from (`eval('models.' + name + '.get_pose_net')`) too."""
-        evaluated = [part for c in self.calls if isinstance(c.func, ast.Name) and c.func.id in ("eval", "exec")
-                     for n in self.walk(c) if isinstance(n, ast.Constant) and type(n.value) is str
-                     for part in n.value.split(".") if part.isidentifier() and part != n.value]
-        return Counter(_mentions(self.kinds)) + Counter(evaluated)
+        counts = Counter(_mentions(self.kinds))
+        if "eval" in counts or "exec" in counts:
+            counts.update(part for c in self.calls if type(c.func) is ast.Name and c.func.id in ("eval", "exec")
+                          for n in self.walk(c) if type(n) is ast.Constant and type(n.value) is str
+                          for part in n.value.split(".") if part.isidentifier() and part != n.value)
+        return counts
 
     @functools.cached_property
     def name_reads(self) -> Counter[str]:
@@ -1320,6 +1329,7 @@ class _Project:
         self.option_defaults: list[tuple[str, ast.AST | None]] = []  # (destination, default) of every option
         self.checked_keywords: set[str] = set()  # flags passed an availability check by keyword somewhere
         self.cpu_saved_files: set[str] = set()  # file names some checked file saves CPU tensors to (`feats.pt`)
+        self.wrapped_params: dict[int, tuple[_FileFacts, ast.AST, set[str]]] = {}  # parameters passed a DP/DDP
 
     def add(self, path: str, facts: _FileFacts) -> None:
         """Register a checked file (so imports of it reuse its tree) and the flags its calls pass."""
@@ -1847,6 +1857,9 @@ class _Checker(ast.NodeVisitor):
             self.report(node, "DEV001", "guarded, but it still pins device 0" if self.guarded else "")
         name = self.facts.canonical(func)
         self._check_device_strings(node, method, name)
+        if targets and method != "to":
+            for literal in self._positional_devices(node, targets):
+                self.report_device(literal, _device_literals(literal, self.facts))
         self._check_runtime(node, name, method)
         if name in self.facts.load_aliases or name == "torch.jit.load":
             self._check_load(node, "torch.load" if name in self.facts.load_aliases else name)
@@ -1863,10 +1876,30 @@ class _Checker(ast.NodeVisitor):
             self._check_factory(node, name)
         if self.in_getitem and (method == "cuda" or (method == "to" and _moves_device(node))):
             self.report(node, "DEV008")
-        if method == "state_dict" and _wraps(func.value, self.wrapped_attrs | set().union(*self.wrapped)) \
-                and self._kept(node):
-            self.report(node, "DEV009", f"{_dotted(func.value) or 'the wrapper'} is still wrapped")
+        if method == "state_dict" or targets:
+            wrapped = self.wrapped_attrs.union(*self.wrapped)
+            if method == "state_dict" and _wraps(func.value, wrapped) and self._kept(node):
+                self.report(node, "DEV009", f"{_dotted(func.value) or 'the wrapper'} is still wrapped")
+            if wrapped and targets:
+                self._pass_wrapped(node, targets, wrapped)
         self.generic_visit(node)
+
+    def _pass_wrapped(self, node: ast.Call, targets: list, wrapped: set[str]) -> None:
+        """Note the parameters a DP/DDP wrapper is passed to (`train(args, model)`), for DEV009 in the callee."""
+        for facts, target in targets:
+            if not isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = [a.arg for a in target.args.posonlyargs + target.args.args]
+            if params[:1] in (["self"], ["cls"]) and isinstance(node.func, ast.Attribute):
+                params = params[1:]
+            # local names only: `self.net` is wrapped or not by branch (`if use_gpu:`), which attributes do not track
+            names = {params[i] for i, a in enumerate(node.args)
+                     if i < len(params) and isinstance(a, ast.Name) and _wraps(a, wrapped)}
+            names |= {k.arg for k in node.keywords
+                      if k.arg and isinstance(k.value, ast.Name) and _wraps(k.value, wrapped)}
+            if names:
+                entry = self.facts.project.wrapped_params.setdefault(id(target), (facts, target, set()))
+                entry[2].update(names)
 
     def _check_runtime(self, node: ast.Call, name: str, method: str) -> None:
         """DEV012: CUDA runtime calls and `Tensor.pin_memory()` raise without a CUDA driver."""
@@ -1937,7 +1970,6 @@ class _Checker(ast.NodeVisitor):
             defaults.append(default.value)  # `--device default="cuda"`, `--gpu_type default="cuda"`
         if _last(node) == "set_default_device" and node.args:
             defaults.append(node.args[0])
-        candidates += self._positional_devices(node) if method != "to" else []
         for candidate in candidates:
             self.report_device(candidate, _device_literals(candidate, self.facts))
         for candidate in defaults:
@@ -1954,14 +1986,14 @@ class _Checker(ast.NodeVisitor):
         return sorted({_dotted(v) for d in displays for v in d.values
                        if _module_value(v) and _dotted(v) not in self.dicts[-1]})  # `model_args = dict(...)`
 
-    def _positional_devices(self, node: ast.Call) -> list[ast.AST]:
+    def _positional_devices(self, node: ast.Call, targets: list) -> list[ast.AST]:
         """Accelerator literals passed by position to a parameter named for a device (`model.sample(8, 'cuda')`
         where `def sample(self, num_samples, current_device)`), the call resolved to its definitions."""
         literal = [i for i, a in enumerate(node.args) if _ACCELERATOR.match(_string(a) or "")]
         if not literal:
             return []
         found = []
-        for facts, target in self.facts.project.resolve(self.facts, node.func):
+        for _, target in targets:
             if isinstance(target, ast.ClassDef):
                 target = next((n for n in target.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
                               None)
@@ -2257,7 +2289,11 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
             if "null bytes" in str(getattr(error, "msg", error)):
                 errors.append(f"{filename}: error: contains null bytes; not a Python source file")
             else:
-                findings.append(Finding(filename, error.lineno or 1, error.offset or 1, "DEV000", error.msg))
+                # a file that does not parse may still hold hazards (Python 2 code): say it went unchecked
+                python2 = " (Python 2 code?)" if re.match(r"Missing parentheses in call to '(print|exec)'",
+                                                          error.msg or "") else ""
+                findings.append(Finding(filename, error.lineno or 1, error.offset or 1, "DEV000",
+                                        f"{error.msg}; nothing in this file was checked{python2}"))
             continue
         except (RecursionError, MemoryError):
             errors.append(f"{filename}: error: nested too deeply to check")
@@ -2280,6 +2316,7 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
             errors.append(f"{filename}: error: nested too deeply to check")
             continue
         checked.append((source, facts, checker.findings))
+    _wrapped_saves(project, {id(facts): found for _, facts, found in checked})
     functions = [(facts, node) for _, facts, _ in checked for nodes in facts.defs.values() for node in nodes
                  if not isinstance(node, ast.ClassDef)]
     hidden = project.cuda_only(functions)
@@ -2288,6 +2325,32 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
     chosen = {True: _chosen(select, ignore, True), False: _chosen(select, ignore, False)}
     uncalled = {id(node): node.name for _, node in functions if id(node) not in project.reached}
     return sorted(set(findings) | _kept(checked, hidden, unreached, chosen, uncalled, broken))
+
+
+def _wrapped_saves(project: _Project, found: dict[int, list]) -> None:
+    """DEV009 where a function saves `param.state_dict()` of a parameter some caller passes a DP/DDP wrapper
+    (`model = DataParallel(m); train(args, model)`), unless the function rebinds or tests that parameter."""
+    for facts, function, names in project.wrapped_params.values():
+        if id(facts) not in found:
+            continue
+        inside = facts.walk(function)
+        # rebound (`model = model.module`) or tested (`isinstance(model, DataParallel)`): not judged here
+        unwrapped = {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
+            {n.args[0].id for n in inside if isinstance(n, ast.Call) and _last(n) == "isinstance" and n.args and
+             isinstance(n.args[0], ast.Name)}
+        checker = _Checker(facts.path, False, facts)
+        for call in inside:
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "state_dict" \
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id in names - unwrapped \
+                    and checker._kept(call):
+                chain, node = [], call
+                while node is not None:
+                    node = facts.parents.get(node)
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        chain.insert(0, id(node))
+                finding = Finding(facts.path, call.lineno, call.col_offset + 1, "DEV009",
+                                  f"{call.func.value.id} is passed a DataParallel/DDP wrapper by a caller")
+                found[id(facts)].append((finding, tuple(chain)))
 
 
 def _broken_imports(project: _Project, files: list[_FileFacts]) -> dict[int, int]:
@@ -2350,21 +2413,23 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
             continue
         candidates.append((facts, node))
     found: set[int] = set()
-    while True:  # what only unreached code names is unreached too (a helper only a dead class calls)
+    pending = candidates
+    while pending:  # what only unreached code names is unreached too (a helper only a dead class calls)
         new = []
-        for facts, node in candidates:
-            if id(node) in found:
-                continue
+        for facts, node in pending:
             # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import it
             count = mentioned[node.name] - sum(other.name_reads[node.name] for other in definers.get(node.name, ())
                                                if other is not facts and node.name not in other.imports)
             if count <= 0 or count <= 2 and count <= _mentions_inside(facts, node)[node.name]:  # `super(Name, self)`
                 new.append((facts, node))
-        if not new:
-            return found
+        dropped: set[str] = set()
         for facts, node in new:
             found.add(id(node))
-            mentioned -= _mentions_inside(facts, node)
+            inside = _mentions_inside(facts, node)
+            mentioned.subtract(inside)
+            dropped.update(inside)
+        pending = [(f, n) for f, n in candidates if n.name in dropped and id(n) not in found]
+    return found
 
 
 def _builds_cuda_extension(facts: _FileFacts) -> bool:

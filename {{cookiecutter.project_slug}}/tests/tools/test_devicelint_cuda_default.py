@@ -772,3 +772,27 @@ def test_a_function_an_eval_builds_the_name_of_is_reached(tmp_path: Path) -> Non
         "train.py": "import models\nmodel = eval('models.' + 'pose' + '.get_net')('w.pth')\n",
     })
     assert where(findings, tmp_path) == [("models/pose.py", 5, "DEV003")]
+
+
+def test_a_wrapper_passed_to_a_function_that_saves_its_state_dict_is_reported() -> None:
+    """`train(args, model)` with `model = nn.DataParallel(net)`: train() saves `module.` keys (DEV009)."""
+    assert found("""
+        def train(args, model, optimizer):
+            torch.save(model.state_dict(), "model.pt")
+        def export(model):
+            model = model.module if hasattr(model, "module") else model
+            torch.save(model.state_dict(), "export.pt")
+        def log(model):
+            torch.save(model.state_dict(), "plain.pt")
+        if __name__ == "__main__":
+            model = nn.DataParallel(Net())
+            train(args, model, optimizer)
+            export(model)
+            log(Net())
+        """) == [(3, "DEV009")]
+
+
+def test_a_file_that_does_not_parse_says_it_was_not_checked() -> None:
+    """Python 2 print statements: DEV000 says that nothing in the file was checked, and why that may be."""
+    [finding] = devicelint.lint_source('print "hi"\nmodel.cuda()\n', "old.py")
+    assert finding.code == "DEV000" and finding.detail.endswith("nothing in this file was checked (Python 2 code?)")
