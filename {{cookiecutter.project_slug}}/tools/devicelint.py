@@ -41,7 +41,8 @@ says that the lint cannot tell whether its callers check for CUDA. Not reported:
   with a number where each default the lint sees takes the CPU side (``if gpu_id >= 0:`` with
   ``gpu_id=-1`` or ``--gpu default=[-1]``; ``default=0`` guards nothing), the branch of
   ``isinstance(model, DataParallel)`` that failed (DEV009: not wrapped there), a helper that
-  returns a check, a test's ``with pytest.raises(...)``/``pytest.warns(...)`` (the failure is the point);
+  returns a check (or a tensor's ``is_cuda``: ``if self.is_cuda():``), a test's ``with pytest.raises(...)``/
+  ``pytest.warns(...)`` (the failure is the point);
 - code after NCCL starts or CUDA is asserted (``assert torch.cuda.is_available()``, ``if not ...:
   sys.exit()``), wherever that happens: in the function, in ``__main__``, in a ``setup()`` or
   ``init_distributed_mode()`` helper in another file that starts NCCL or exits without CUDA on every
@@ -53,7 +54,10 @@ says that the lint cannot tell whether its callers check for CUDA. Not reported:
 - code nothing reaches: a private helper no file names, and in an application (no pyproject
   ``[project]`` or setup.py: no users outside) a function or class no file names or evaluates (a
   wrapping decorator such as ``@torch.no_grad()`` registers nothing; another file's calls of its own
-  function of the same name are not calls of this one).
+  function of the same name are not calls of this one), and what only such code names; a script that stops at a
+  top-level import of a module the repository lacks (``from csml import CSML`` with no csml module, but a
+  ``CSML`` defined in a checked file: a module renamed since), after that import. A file that does not parse
+  (Python 2) is one DEV000 finding that says nothing in it was checked.
 A flag something only wishes on guards nothing: ``--cuda default=True``, ``--gpus default=1``,
 ``--gpu_ids default="0"``, a parameter every caller passes ``gpu=True``, ``cuda = not no_cuda``, another
 script's option on by default; nor does a flag asking for the CPU that no availability check sets
@@ -67,7 +71,8 @@ option off by default asks like ``args.cuda``. A type test
 Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name, or
 every caller passes the device: a private helper's, or in an application any function's or class's),
 ``add_argument("--device", default="cuda")`` (any option whose default names an accelerator), ``device_map="cuda"``,
-``getattr(args, "device", "cuda")``, ``cfg.get("device", "cuda")``, ``torch.set_default_device("cuda")``.
+``getattr(args, "device", "cuda")``, ``cfg.get("device", "cuda")``, ``torch.set_default_device("cuda")``, and
+a literal passed by position to a parameter named for a device (``model.sample(8, "cuda")``).
 A file this process just wrote (also through a helper called earlier in the function, such as an
 early-stopping object that saves the best model), or that a checked file saves from CPU tensors
 (``torch.save(feats.cpu(), "feats.pt")``), loads anywhere: no map_location is asked for; nor in a data set
@@ -98,10 +103,12 @@ the code's default arguments or by a caller in the repository, fails or silently
 machine without the named accelerator, loads a possibly GPU-saved checkpoint without ``map_location``,
 unpickles a file that may come from elsewhere, or saves a wrapper's ``module.`` keys or a whole module.
 
-Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name,
-DEV008 decides "this is a Dataset" from the base-class name, DEV009 follows names bound to
-DataParallel/DDP(...) within one file, and DEV007 follows helpers called from forward() within
-one file; a function-valued variable (``fn = self._load; fn()``) is not followed.
+Some rules are heuristics and say so: DEV006 decides "this is a module" from the variable name
+(also of a saved dict's values: ``{"encoder": encoder}``), DEV008 decides "this is a Dataset" from the
+base-class name, DEV009 follows names bound to DataParallel/DDP(...) within one file and into the functions
+they are passed to by name (``train(args, model)`` saving ``model.state_dict()``), and DEV007 follows
+helpers called from forward() within one file; a function-valued variable (``fn = self._load; fn()``) is
+not followed.
 
 To use it elsewhere, copy this one file into the other project and run ``python devicelint.py
 PATH...``, or use the pre-commit hook ``devicelint`` from the template repository.
@@ -525,6 +532,15 @@ def _looks_like_module(node: ast.AST) -> bool:
     return name in ("self", "module", "net", "network") or "model" in name or name.endswith("net")
 
 
+def _module_value(node: ast.AST) -> bool:
+    """A dict value that names a module object (`encoder`, `self.model`), not a config's field or its state."""
+    if not isinstance(node, (ast.Name, ast.Attribute)) or _dotted(node).split(".")[0] in _OBJECT_NAMES:
+        return False
+    name = _last(node).lower()
+    return _looks_like_module(node) and name != "self" or \
+        any(name.endswith(word) for word in ("encoder", "decoder", "generator", "discriminator", "backbone"))
+
+
 def _is_dataset(cls: ast.ClassDef) -> bool:
     """Heuristic for DEV008: a base class named *Dataset, ImageFolder or DatasetFolder."""
     names = [_dotted(base).rsplit(".", 1)[-1] for base in cls.bases]
@@ -845,8 +861,14 @@ class _FileFacts:
 
     @functools.cached_property
     def mentions(self) -> Counter[str]:
-        """Names read, called or spelt in a string (a string may be looked up), with how often."""
-        return Counter(_mentions(self.kinds))
+        """Names read, called or spelt in a string (a string may be looked up), with how often; the dotted
+        parts of a string an eval builds its name from (`eval('models.' + name + '.get_pose_net')`) too."""
+        counts = Counter(_mentions(self.kinds))
+        if "eval" in counts or "exec" in counts:
+            counts.update(part for c in self.calls if type(c.func) is ast.Name and c.func.id in ("eval", "exec")
+                          for n in self.walk(c) if type(n) is ast.Constant and type(n.value) is str
+                          for part in n.value.split(".") if part.isidentifier() and part != n.value)
+        return counts
 
     @functools.cached_property
     def name_reads(self) -> Counter[str]:
@@ -1307,6 +1329,7 @@ class _Project:
         self.option_defaults: list[tuple[str, ast.AST | None]] = []  # (destination, default) of every option
         self.checked_keywords: set[str] = set()  # flags passed an availability check by keyword somewhere
         self.cpu_saved_files: set[str] = set()  # file names some checked file saves CPU tensors to (`feats.pt`)
+        self.wrapped_params: dict[int, tuple[_FileFacts, ast.AST, set[str]]] = {}  # parameters passed a DP/DDP
 
     def add(self, path: str, facts: _FileFacts) -> None:
         """Register a checked file (so imports of it reuse its tree) and the flags its calls pass."""
@@ -1376,8 +1399,10 @@ class _Project:
                 self._verdicts[key] = _EST in outcomes and outcomes <= {_EST, _EXIT}
             elif question == "checks":
                 returned = [c for r in facts.walk(node) if isinstance(r, ast.Return) and r.value
-                            for c in facts.walk(r.value) if isinstance(c, ast.Call)]
-                self._verdicts[key] = any(_availability_call(c) or facts.checks_availability(c) for c in returned)
+                            for c in facts.walk(r.value) if isinstance(c, (ast.Call, ast.Attribute))]
+                # `return next(self.parameters()).is_cuda`: where the weights are answers like an availability check
+                self._verdicts[key] = any(c.attr == "is_cuda" if isinstance(c, ast.Attribute) else
+                                          _availability_call(c) or facts.checks_availability(c) for c in returned)
             elif facts.loads:  # "unpickles": a torch.load inside that forces weights_only=False
                 self._verdicts[key] = any(isinstance(c, ast.Call) and _dotted(c.func) in facts.load_aliases and
                                           (_false(_keyword(c, "weights_only")) or facts.forces_unsafe(c))
@@ -1486,6 +1511,10 @@ class _Project:
         if not found and name in target.imports and depth < 2:
             module, again, level = target.imports[name]
             return self._imported(target, module, again, level, depth + 1) if again else []
+        for module, level in target.star_imports if not found and depth < 2 else ():  # `from .vae import *`
+            found = self._imported(target, module, name, level, depth + 1)
+            if found:
+                break
         return found
 
     def module(self, facts: _FileFacts, module: str, level: int) -> _FileFacts | None:
@@ -1828,6 +1857,9 @@ class _Checker(ast.NodeVisitor):
             self.report(node, "DEV001", "guarded, but it still pins device 0" if self.guarded else "")
         name = self.facts.canonical(func)
         self._check_device_strings(node, method, name)
+        if targets and method != "to":
+            for literal in self._positional_devices(node, targets):
+                self.report_device(literal, _device_literals(literal, self.facts))
         self._check_runtime(node, name, method)
         if name in self.facts.load_aliases or name == "torch.jit.load":
             self._check_load(node, "torch.load" if name in self.facts.load_aliases else name)
@@ -1836,14 +1868,38 @@ class _Checker(ast.NodeVisitor):
         if name == "torch.save" and node.args and _looks_like_module(node.args[0]) \
                 and _dotted(node.args[0]) not in self.dicts[-1]:
             self.report(node, "DEV006", f"{_dotted(node.args[0]) or 'object'} is saved whole")
+        elif name == "torch.save" and node.args:
+            held = self._modules_in_dict(node.args[0])
+            if held:
+                self.report(node, "DEV006", f"{', '.join(held)} saved whole inside a dict")
         if self.in_forward and name.startswith("torch.") and name[6:] in _FACTORIES:
             self._check_factory(node, name)
         if self.in_getitem and (method == "cuda" or (method == "to" and _moves_device(node))):
             self.report(node, "DEV008")
-        if method == "state_dict" and _wraps(func.value, self.wrapped_attrs | set().union(*self.wrapped)) \
-                and self._kept(node):
-            self.report(node, "DEV009", f"{_dotted(func.value) or 'the wrapper'} is still wrapped")
+        if method == "state_dict" or targets:
+            wrapped = self.wrapped_attrs.union(*self.wrapped)
+            if method == "state_dict" and _wraps(func.value, wrapped) and self._kept(node):
+                self.report(node, "DEV009", f"{_dotted(func.value) or 'the wrapper'} is still wrapped")
+            if wrapped and targets:
+                self._pass_wrapped(node, targets, wrapped)
         self.generic_visit(node)
+
+    def _pass_wrapped(self, node: ast.Call, targets: list, wrapped: set[str]) -> None:
+        """Note the parameters a DP/DDP wrapper is passed to (`train(args, model)`), for DEV009 in the callee."""
+        for facts, target in targets:
+            if not isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = [a.arg for a in target.args.posonlyargs + target.args.args]
+            if params[:1] in (["self"], ["cls"]) and isinstance(node.func, ast.Attribute):
+                params = params[1:]
+            # local names only: `self.net` is wrapped or not by branch (`if use_gpu:`), which attributes do not track
+            names = {params[i] for i, a in enumerate(node.args)
+                     if i < len(params) and isinstance(a, ast.Name) and _wraps(a, wrapped)}
+            names |= {k.arg for k in node.keywords
+                      if k.arg and isinstance(k.value, ast.Name) and _wraps(k.value, wrapped)}
+            if names:
+                entry = self.facts.project.wrapped_params.setdefault(id(target), (facts, target, set()))
+                entry[2].update(names)
 
     def _check_runtime(self, node: ast.Call, name: str, method: str) -> None:
         """DEV012: CUDA runtime calls and `Tensor.pin_memory()` raise without a CUDA driver."""
@@ -1918,6 +1974,36 @@ class _Checker(ast.NodeVisitor):
             self.report_device(candidate, _device_literals(candidate, self.facts))
         for candidate in defaults:
             self.report_device(candidate, _device_literals(candidate, self.facts), default=True)
+
+    def _modules_in_dict(self, saved: ast.AST) -> list[str]:
+        """Modules held whole by a saved dict (`{'encoder': encoder, 'model': self.model}`), shown or bound in
+        this function: the values themselves, not their `.state_dict()`, judged by name like DEV006's."""
+        displays = [saved] if isinstance(saved, ast.Dict) else []
+        if isinstance(saved, ast.Name):
+            scope = self.parents[-1] if self.parents else self.facts.tree
+            displays = [n.value for n in self.facts.walk(scope) if isinstance(n, ast.Assign) and
+                        isinstance(n.value, ast.Dict) and any(_dotted(t) == saved.id for t in n.targets)]
+        return sorted({_dotted(v) for d in displays for v in d.values
+                       if _module_value(v) and _dotted(v) not in self.dicts[-1]})  # `model_args = dict(...)`
+
+    def _positional_devices(self, node: ast.Call, targets: list) -> list[ast.AST]:
+        """Accelerator literals passed by position to a parameter named for a device (`model.sample(8, 'cuda')`
+        where `def sample(self, num_samples, current_device)`), the call resolved to its definitions."""
+        literal = [i for i, a in enumerate(node.args) if _ACCELERATOR.match(_string(a) or "")]
+        if not literal:
+            return []
+        found = []
+        for _, target in targets:
+            if isinstance(target, ast.ClassDef):
+                target = next((n for n in target.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
+                              None)
+            if not isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = [a.arg for a in target.args.posonlyargs + target.args.args]
+            if params[:1] in (["self"], ["cls"]):
+                params = params[1:]
+            found += [node.args[i] for i in literal if i < len(params) and "device" in params[i].lower()]
+        return found
 
     def _check_load(self, node: ast.Call, name: str) -> None:
         """DEV003/DEV004: a load must say where tensors go and refuse arbitrary pickles.
@@ -2203,7 +2289,11 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
             if "null bytes" in str(getattr(error, "msg", error)):
                 errors.append(f"{filename}: error: contains null bytes; not a Python source file")
             else:
-                findings.append(Finding(filename, error.lineno or 1, error.offset or 1, "DEV000", error.msg))
+                # a file that does not parse may still hold hazards (Python 2 code): say it went unchecked
+                python2 = " (Python 2 code?)" if re.match(r"Missing parentheses in call to '(print|exec)'",
+                                                          error.msg or "") else ""
+                findings.append(Finding(filename, error.lineno or 1, error.offset or 1, "DEV000",
+                                        f"{error.msg}; nothing in this file was checked{python2}"))
             continue
         except (RecursionError, MemoryError):
             errors.append(f"{filename}: error: nested too deeply to check")
@@ -2226,31 +2316,92 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
             errors.append(f"{filename}: error: nested too deeply to check")
             continue
         checked.append((source, facts, checker.findings))
+    _wrapped_saves(project, {id(facts): found for _, facts, found in checked})
     functions = [(facts, node) for _, facts, _ in checked for nodes in facts.defs.values() for node in nodes
                  if not isinstance(node, ast.ClassDef)]
     hidden = project.cuda_only(functions)
-    unreached = _unreached(project, functions, [facts for _, facts, _ in checked])
+    broken = _broken_imports(project, [facts for _, facts, _ in checked])
+    unreached = _unreached(project, functions, [facts for _, facts, _ in checked], broken)
     chosen = {True: _chosen(select, ignore, True), False: _chosen(select, ignore, False)}
     uncalled = {id(node): node.name for _, node in functions if id(node) not in project.reached}
-    return sorted(set(findings) | _kept(checked, hidden, unreached, chosen, uncalled))
+    return sorted(set(findings) | _kept(checked, hidden, unreached, chosen, uncalled, broken))
 
 
-def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], files: list[_FileFacts]) -> set[int]:
+def _wrapped_saves(project: _Project, found: dict[int, list]) -> None:
+    """DEV009 where a function saves `param.state_dict()` of a parameter some caller passes a DP/DDP wrapper
+    (`model = DataParallel(m); train(args, model)`), unless the function rebinds or tests that parameter."""
+    for facts, function, names in project.wrapped_params.values():
+        if id(facts) not in found:
+            continue
+        inside = facts.walk(function)
+        # rebound (`model = model.module`) or tested (`isinstance(model, DataParallel)`): not judged here
+        unwrapped = {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
+            {n.args[0].id for n in inside if isinstance(n, ast.Call) and _last(n) == "isinstance" and n.args and
+             isinstance(n.args[0], ast.Name)}
+        checker = _Checker(facts.path, False, facts)
+        for call in inside:
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "state_dict" \
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id in names - unwrapped \
+                    and checker._kept(call):
+                chain, node = [], call
+                while node is not None:
+                    node = facts.parents.get(node)
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        chain.insert(0, id(node))
+                finding = Finding(facts.path, call.lineno, call.col_offset + 1, "DEV009",
+                                  f"{call.func.value.id} is passed a DataParallel/DDP wrapper by a caller")
+                found[id(facts)].append((finding, tuple(chain)))
+
+
+def _broken_imports(project: _Project, files: list[_FileFacts]) -> dict[int, int]:
+    """Files that stop at a top-level import of a module the repository lacks: id(facts) -> that import's line.
+
+    Only where the repository shows the module was its own: `from csml import CSML` (not a package's
+    `from nets.mobilenet import ...`) where no checked file or
+    folder is named `csml`, the standard library has none, no other checked file imports it, and a checked
+    file defines `CSML` (a module renamed since; a third-party package's names are not the repository's)."""
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    held: set[str] = set()
+    for facts in files:
+        parts = Path(facts.path).with_suffix("").parts
+        held.update(parts[-4:])
+    defined = {n.name for f in files for n in f.defs_at_top()}
+    importers: Counter[str] = Counter()
+    for facts in files:
+        importers.update({m.split(".")[0] for m, _, level in facts.imports.values() if not level and m})
+    broken = {}
+    for facts in files:
+        for node in facts.tree.body:  # unguarded: not inside try/except ImportError or an if
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module and "." not in node.module:
+                head = node.module.split(".")[0]
+                if head in held or head in stdlib or importers[head] > 1 or \
+                        project.module(facts, node.module, 0) is not None:
+                    continue
+                if any(alias.name in defined for alias in node.names):
+                    broken[id(facts)] = node.lineno
+                    break
+    return broken
+
+
+def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], files: list[_FileFacts],
+               broken: dict[int, int] | None = None) -> set[int]:
     """Definitions nothing in the checked files names (a call, a reference, a string), so nothing reaches them.
 
     Private helpers (`_name`) always; in an application (no pyproject [project] or setup.py around it,
     so no user of an installed package calls in), also module-level functions and classes, unless they
-    are decorated (registered), named like tests, in hubconf.py, or reachable by an eval of the module's names."""
+    are decorated (registered), named like tests, in hubconf.py, or reachable by an eval of the module's names.
+    A file that stops at an import of a module the repository lacks (`broken`) names nothing."""
     mentioned: Counter[str] = Counter()
     for facts in files:
-        mentioned.update(facts.mentions)
+        if id(facts) not in (broken or {}):
+            mentioned.update(facts.mentions)
     # an eval of names reaches its own module's definitions, and what that module imports
     dynamic = set().union(*(f.dynamic_names - {n.name for n in f.defs_at_top()} for f in files))
     definers: dict[str, list[_FileFacts]] = {}  # name -> the files that define it at their top level
     for f in files:
-        for name in f.scopes.get(f.tree, {}):
+        for name in f.scopes.get(f.tree, {}) if id(f) not in (broken or {}) else ():
             definers.setdefault(name, []).append(f)
-    found = set()
+    candidates = []
     for facts, node in functions + [(f, n) for f in files for n in f.defs_at_top() if isinstance(n, ast.ClassDef)]:
         registered = any(_last(d) not in _WRAPPERS_ONLY for d in node.decorator_list)  # `@torch.no_grad()` wraps
         if node.name in dynamic or node.name in facts.dynamic_names or registered or node.name.endswith("__"):
@@ -2260,11 +2411,24 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
                             node.name.lower().startswith(("test", "pytest_", "setup", "teardown")) or
                             os.path.basename(facts.path) in ("hubconf.py", "conftest.py", "setup.py")):
             continue
-        # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import this one
-        count = mentioned[node.name] - sum(other.name_reads[node.name] for other in definers.get(node.name, ())
-                                           if other is not facts and node.name not in other.imports)
-        if count == 0 or count <= 2 and count <= _mentions_inside(facts, node)[node.name]:  # `super(Name, self)`
+        candidates.append((facts, node))
+    found: set[int] = set()
+    pending = candidates
+    while pending:  # what only unreached code names is unreached too (a helper only a dead class calls)
+        new = []
+        for facts, node in pending:
+            # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import it
+            count = mentioned[node.name] - sum(other.name_reads[node.name] for other in definers.get(node.name, ())
+                                               if other is not facts and node.name not in other.imports)
+            if count <= 0 or count <= 2 and count <= _mentions_inside(facts, node)[node.name]:  # `super(Name, self)`
+                new.append((facts, node))
+        dropped: set[str] = set()
+        for facts, node in new:
             found.add(id(node))
+            inside = _mentions_inside(facts, node)
+            mentioned.subtract(inside)
+            dropped.update(inside)
+        pending = [(f, n) for f, n in candidates if n.name in dropped and id(n) not in found]
     return found
 
 
@@ -2378,7 +2542,7 @@ def _chosen(select: Iterable[str] | None, ignore: Iterable[str], porting: bool) 
 
 
 def _kept(checked: list, hidden: set[int], unreached: set[int], chosen: dict[bool, set[str]],
-          uncalled: dict[int, str]) -> set[Finding]:
+          uncalled: dict[int, str], broken: dict[int, int] | None = None) -> set[Finding]:
     """Findings left after unreached code, CUDA-only functions (DEV002 there is DEV011), rule choice, ignores.
 
     A file linted for porting keeps its CUDA-only findings and takes the opt-in rules too. A finding in a
@@ -2386,8 +2550,9 @@ def _kept(checked: list, hidden: set[int], unreached: set[int], chosen: dict[boo
     kept: set[Finding] = set()
     for source, facts, found in checked:
         silenced = _ignored(source) if found and _IGNORE.search(source) else {}
+        stop = (broken or {}).get(id(facts))
         for finding, chain in found:
-            if not facts.porting and unreached.intersection(chain):
+            if not facts.porting and (unreached.intersection(chain) or stop is not None and finding.line > stop):
                 continue
             if not facts.porting and finding.code in _HIDEABLE and hidden.intersection(chain):
                 if finding.code != "DEV002":

@@ -691,3 +691,108 @@ ROUND8_FOUND = {
 def test_loads_outside_data_sets_and_code_no_group_sampler_guards_are_reported(source: str, expected: list) -> None:
     """A trainer's checkpoint load is DEV003; a sampler told its rank, or on one side of an `if`, guards nothing."""
     assert found(source) == expected
+
+
+# Round 9 (held-out 7's causes): shapes reduced from the repositories, not copied.
+def test_a_script_stopping_at_an_import_the_repository_lacks_reaches_nothing(tmp_path: Path) -> None:
+    """`from csml import CSML` with no csml module but a CSML class elsewhere: a stale copy, and what only it names."""
+    findings = tree(tmp_path, {
+        "backup/mainv0.py": "import torch\nfrom csml import CSML\nnet = CSML()\nx = torch.zeros(2).cuda()\n",
+        "backup/csmlv0.py": """
+            import torch
+            def inner_train(x):
+                return x.cuda()
+            class CSML:
+                def train(self, x):
+                    return inner_train(x)
+            """,
+        "train.py": "import torch\nfrom tqdm import tqdm\nfrom model import Net\nnet = Net().cuda()\n",
+        "lib/model.py": "class Net:\n    pass\n",
+    })
+    assert where(findings, tmp_path) == [("train.py", 4, "DEV001")]
+
+
+def test_a_method_returning_where_the_weights_are_guards_like_an_availability_check() -> None:
+    """`x.cuda() if self.is_cuda() else x`, `is_cuda()` returning a parameter's `is_cuda`, runs only on a GPU."""
+    assert found("""
+        class Encoder(nn.Module):
+            def is_cuda(self):
+                return self.lstm.bias_hh_l0.data.is_cuda
+            def encode(self, batch):
+                batch = batch.cuda() if self.is_cuda() else batch
+                if self.is_cuda():
+                    batch = batch.cuda()
+                return batch
+        Encoder().encode(torch.zeros(2))
+        """) == []
+
+
+def test_a_device_literal_passed_by_position_to_a_device_parameter_is_reported(tmp_path: Path) -> None:
+    """`model.sample(8, 'cuda')` into `def sample(self, num_samples, current_device)`, through a star re-export."""
+    findings = tree(tmp_path, {
+        "models/__init__.py": "from .vae import *\n",
+        "models/vae.py": "class VAE:\n    def sample(self, num_samples, current_device):\n        return num_samples\n",
+        "tests/test_vae.py": """
+            import unittest
+            from models import VAE
+            class TestVAE(unittest.TestCase):
+                def setUp(self):
+                    self.model = VAE()
+                def test_sample(self):
+                    self.model.sample(8, 'cuda')
+                    self.model.sample('cuda', 8)
+            """,
+    })
+    assert where(findings, tmp_path) == [("tests/test_vae.py", 8, "DEV002")]
+
+
+def test_modules_held_whole_in_a_saved_dict_are_reported() -> None:
+    """`{'encoder': encoder, ...}` saved pickles the modules (DEV006); their state_dicts and an args dict do not."""
+    assert found("""
+        def save_checkpoint(epoch, encoder, decoder, encoder_optimizer):
+            state = {'epoch': epoch, 'encoder': encoder, 'decoder': decoder, 'encoder_optimizer': encoder_optimizer}
+            torch.save(state, 'checkpoint.pth.tar')
+        def save_state(model, optimizer):
+            model_args = dict(n_layer=2)
+            torch.save({'model': model.state_dict(), 'optimizer': optimizer, 'model_args': model_args}, 'ckpt.pt')
+        """) == [(4, "DEV006")]
+
+
+def test_a_function_an_eval_builds_the_name_of_is_reached(tmp_path: Path) -> None:
+    """`eval('models.' + name + '.get_net')(cfg)` reaches get_net, and the class only it builds."""
+    findings = tree(tmp_path, {
+        "models/pose.py": """
+            import torch
+            class PoseNet:
+                def init_weights(self, path):
+                    return torch.load(path, weights_only=True)
+            def get_net(cfg):
+                return PoseNet().init_weights(cfg)
+            """,
+        "train.py": "import models\nmodel = eval('models.' + 'pose' + '.get_net')('w.pth')\n",
+    })
+    assert where(findings, tmp_path) == [("models/pose.py", 5, "DEV003")]
+
+
+def test_a_wrapper_passed_to_a_function_that_saves_its_state_dict_is_reported() -> None:
+    """`train(args, model)` with `model = nn.DataParallel(net)`: train() saves `module.` keys (DEV009)."""
+    assert found("""
+        def train(args, model, optimizer):
+            torch.save(model.state_dict(), "model.pt")
+        def export(model):
+            model = model.module if hasattr(model, "module") else model
+            torch.save(model.state_dict(), "export.pt")
+        def log(model):
+            torch.save(model.state_dict(), "plain.pt")
+        if __name__ == "__main__":
+            model = nn.DataParallel(Net())
+            train(args, model, optimizer)
+            export(model)
+            log(Net())
+        """) == [(3, "DEV009")]
+
+
+def test_a_file_that_does_not_parse_says_it_was_not_checked() -> None:
+    """Python 2 print statements: DEV000 says that nothing in the file was checked, and why that may be."""
+    [finding] = devicelint.lint_source('print "hi"\nmodel.cuda()\n', "old.py")
+    assert finding.code == "DEV000" and finding.detail.endswith("nothing in this file was checked (Python 2 code?)")
