@@ -222,7 +222,7 @@ _CUDA_RUNTIME = {"synchronize", "set_device", "current_device", "get_device_name
                  "ExternalStream"}
 # Helpers outside the checked files known to unpickle with weights_only=False unless told otherwise.
 _UNSAFE_HELPERS = {"ultralytics.utils.patches.torch_load": "ultralytics' torch_load() sets weights_only=False"}
-_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url"} | {n.rsplit(".", 1)[-1] for n in _UNSAFE_HELPERS}
+_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url", "load_from_checkpoint"} | {n.rsplit(".", 1)[-1] for n in _UNSAFE_HELPERS}
 # Calls whose device argument names a backend type (autocast, GradScaler) and places nothing.
 _TYPE_ONLY = {"autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
               "get_autocast_gpu_dtype", "is_available", "device_count"}
@@ -234,6 +234,8 @@ _STATE_NAMES = ("model", "net", "state", "ckpt", "checkpoint", "weight", "optim"
 _OBJECT_NAMES = {"args", "opt", "opts", "config", "cfg", "hparams", "options", "parser", "namespace"}
 _MAY_ESTABLISH = {ast.Expr, ast.Assign, ast.AnnAssign, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.Assert,
                   ast.Import, ast.ImportFrom}
+# Names whose files a test itself wrote (pytest's fresh temporary folder) or ships beside itself (`__file__`).
+_TEST_LOCAL = {"tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory", "__file__"}
 _CUDA_ONLY_MODULES = {"tensorrt", "pycuda", "cupy", "torch_tensorrt", "torch2trt"}
 _EXIT_CALLS = {"exit", "quit", "_exit", "skip", "skipTest", "fail"}
 # Decorators that wrap a function without registering it anywhere: nothing calls it because of them.
@@ -1187,6 +1189,59 @@ class _FileFacts:
         return "(" not in key and any(self.project.saves_file(f, d, key, 2) for c in earlier
                                       for f, d in self.project.resolve(self, c.func))
 
+    @functools.cached_property
+    def is_test(self) -> bool:
+        """A test module: `test_*.py`, `*_test.py`, `conftest.py`, or a file in a `tests` folder."""
+        base = os.path.basename(self.path)
+        return base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py" or \
+            "tests" in self.path.replace("\\", "/").split("/")[:-1]
+
+    def test_local(self, path: ast.AST | None, depth: int = 3) -> bool:
+        """In a test: a path under pytest's fresh `tmp_path` (only this test wrote there) or from `__file__` (the
+        repository's own test data), also through the names it is built from and the fixtures that provide them."""
+        if not self.is_test or path is None:
+            return False
+        for node in self.walk(path):
+            if type(node) is not ast.Name:
+                continue
+            if node.id in _TEST_LOCAL:
+                return True
+            if not depth or node not in self.parents:
+                continue
+            scopes = [self.scope_of(node), self.tree]
+            bound = [a for scope in scopes for a in self._assignments.get(scope, {}).get(node.id, [])
+                     if scope is self.tree or a.lineno < node.lineno]
+            if bound:
+                if self.test_local(bound[-1].value, depth - 1):
+                    return True
+                continue
+            for facts, fixture in self._fixtures(node.id):
+                if any(isinstance(r, ast.Return) and facts.test_local(r.value, depth - 1) for r in facts.walk(fixture)):
+                    return True
+        return False
+
+    def _fixtures(self, name: str) -> list[tuple[_FileFacts, ast.AST]]:
+        """Functions named `name` decorated as pytest fixtures, here or in a checked conftest.py."""
+        files = [self] + [f for p, f in self.project.files.items() if f is not None and f is not self
+                          and os.path.basename(p) == "conftest.py"]
+        return [(f, d) for f in files for d in f.defs.get(name, [])
+                if isinstance(d, ast.FunctionDef) and any("fixture" in _dotted(getattr(x, "func", x))
+                                                           for x in d.decorator_list)]
+
+    def none_parameter(self, at: ast.AST, value: ast.AST) -> bool:
+        """`value` is a parameter of the function around `at` whose default is None and that it never rebinds
+        (`def load(path, map_location=None): torch.load(path, map_location)` passes no map_location by default)."""
+        function = self._function_of(at)
+        if type(value) is not ast.Name or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        args = function.args
+        params = args.posonlyargs + args.args
+        pairs = [*zip(params[len(params) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+        if not any(a.arg == value.id and isinstance(d, ast.Constant) and d.value is None for a, d in pairs):
+            return False
+        return not any(type(n) is ast.Name and n.id == value.id and isinstance(n.ctx, ast.Store)
+                       for n in self.walk(function))
+
     def _saved_to(self, save: ast.Call) -> list[ast.AST]:
         """Where a save call writes: torch.save's path, else any argument (`saver.save(state, path)`)."""
         if _dotted(save.func) in ("torch.save", "torch.jit.save"):
@@ -1853,7 +1908,10 @@ class _Checker(ast.NodeVisitor):
         if method in ("type", "set_default_tensor_type") and node.args and not self.known() and \
                 _TYPED_CUDA.match(_string(node.args[0]) or ""):
             self.report(node.args[0], "DEV010", _string(node.args[0]) or "")  # .type("torch.cuda.FloatTensor")
-        if method == "cuda" and (self.porting or not self.known()):
+        # `def cuda(self, *items)` of the repository's own, which moves nothing with torch's `.cuda()` itself
+        own = method == "cuda" and targets and all(getattr(d, "name", "") == "cuda" and not any(
+            _last(c) == "cuda" for c in f.walk(d) if isinstance(c, ast.Call)) for f, d in targets)
+        if method == "cuda" and (self.porting or not (self.known() or own)):
             self.report(node, "DEV001", "guarded, but it still pins device 0" if self.guarded else "")
         name = self.facts.canonical(func)
         self._check_device_strings(node, method, name)
@@ -1919,13 +1977,17 @@ class _Checker(ast.NodeVisitor):
         if _last(node) == "partial" and node.args and _dotted(node.args[0]) == "torch.load":
             if _false(_keyword(node, "weights_only")):
                 self.report(node, "DEV004", "weights_only=False in a torch.load wrapper")
-        elif _last(node) == "load_state_dict_from_url" or name.endswith("model_zoo.load_url"):
+        elif _last(node) == "load_state_dict_from_url" or name.endswith("model_zoo.load_url") or \
+                self.facts.qualified(node.func).endswith(("model_zoo.load_url", "hub.load_url")):
             self.report(node, "DEV004", f"{name or _last(node)}() unpickles a download")
+        elif last == "load_from_checkpoint" and not targets and isinstance(node.func, ast.Attribute):
+            if not (node.args and (self.facts.saves_in_function(node) or self.facts.test_local(node.args[0]))):
+                self.report(node, "DEV004", "Lightning's load_from_checkpoint() unpickles the whole file")
         elif self.facts.qualified(node.func) in _UNSAFE_HELPERS:
             self.report(node, "DEV004", _UNSAFE_HELPERS[self.facts.qualified(node.func)])
         elif targets and all(self.facts.project.verdict("unpickles", f, d) for f, d in targets) and \
                 not any(id(d) in map(id, self.parents) for _, d in targets) and \
-                not (node.args and self.facts.saves_in_function(node)):  # saved by this process
+                not (node.args and (self.facts.saves_in_function(node) or self.facts.test_local(node.args[0]))):
             self.report(node, "DEV004", f"{name or _last(node)}() loads with weights_only=False")
 
     def _kept(self, node: ast.Call) -> bool:
@@ -2016,8 +2078,9 @@ class _Checker(ast.NodeVisitor):
         same_process = path is not None and (
             self.facts.saved_on_cpu_here(path, node) or self.facts.saves_in_function(node)
             or self.facts.sibling_cpu_saved(key) or key in self.facts.project.cpu_saved_files
-            or self.facts.in_data_set(node))
-        if not forwarded and len(node.args) < 2 and _keyword(node, "map_location") is None and not same_process \
+            or self.facts.in_data_set(node) or self.facts.test_local(path))
+        location = node.args[1] if len(node.args) > 1 else getattr(_keyword(node, "map_location"), "value", None)
+        if not forwarded and (location is None or self.facts.none_parameter(node, location)) and not same_process \
                 and not self.known():  # where CUDA exists, a GPU checkpoint loads
             self.report(node, "DEV003", name if name != "torch.load" else "")
         if name != "torch.load" or self.safe_globals:
@@ -2028,7 +2091,7 @@ class _Checker(ast.NodeVisitor):
         if _false(weights_only) or (forwarded and weights_only is None and self.facts.forces_unsafe(node)):
             self.report(node, "DEV004", "weights_only=False" + advice)
         elif weights_only is None and not forwarded and not (path is not None and self.facts.own_file(path)) \
-                and not (path is not None and self.facts.saves_in_function(node)):
+                and not (path is not None and (self.facts.saves_in_function(node) or self.facts.test_local(path))):
             self.report(node, "DEV004", "not given" + advice)
 
     def _check_factory(self, node: ast.Call, name: str) -> None:

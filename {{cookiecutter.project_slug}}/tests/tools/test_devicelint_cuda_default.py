@@ -796,3 +796,85 @@ def test_a_file_that_does_not_parse_says_it_was_not_checked() -> None:
     """Python 2 print statements: DEV000 says that nothing in the file was checked, and why that may be."""
     [finding] = devicelint.lint_source('print "hi"\nmodel.cuda()\n', "old.py")
     assert finding.code == "DEV000" and finding.detail.endswith("nothing in this file was checked (Python 2 code?)")
+
+
+def test_a_classs_own_cuda_method_is_not_torchs() -> None:
+    """`self.cuda(*items)` calling the class's `def cuda(self, *args)` (a move to a chosen device) is no `.cuda()`;
+    an own `cuda()` that calls torch's `.cuda()` inside is reported at both calls, like an nn.Module's."""
+    assert found("""
+        class Trainer:
+            def __init__(self, device):
+                self.device = device
+            def cuda(self, *args):
+                return (item.to(self.device) for item in args)
+            def train(self, batch):
+                images, masks = self.cuda(*batch)
+                return images
+        class Sampler:
+            def cuda(self):
+                self.prob = self.prob.cuda()
+        class Model(nn.Module):
+            def run(self, x):
+                return self.cuda()
+        Trainer("cpu").train([])
+        Model().run(1)
+        Sampler().cuda()
+        """) == [(12, "DEV001"), (15, "DEV001"), (18, "DEV001")]
+
+
+def test_a_map_location_parameter_defaulting_to_none_is_no_map_location() -> None:
+    """`def load(path, map_location=None): torch.load(path, map_location, ...)`: callers get no map_location."""
+    assert found("""
+        def load_from_file(path, map_location=None):
+            return torch.load(path, map_location, weights_only=True)
+        def load_to(path, map_location):
+            return torch.load(path, map_location, weights_only=True)
+        def load_cpu(path, map_location=None):
+            if map_location is None:
+                map_location = "cpu"
+            return torch.load(path, map_location=map_location, weights_only=True)
+        """) == [(3, "DEV003")]
+
+
+def test_unpickling_helpers_imported_by_name_and_lightnings_loader_are_reported() -> None:
+    """`from torch.utils.model_zoo import load_url`; `Model.load_from_checkpoint(path)` (Lightning's, not ours)."""
+    assert found("""
+        from torch.utils.model_zoo import load_url
+        weights = load_url("https://example.com/s3fd.pth")
+        model = DeepSpeech.load_from_checkpoint(args.model_path)
+        """) == [(3, "DEV004"), (4, "DEV004")]
+
+
+def test_a_test_loading_what_it_wrote_or_ships_beside_itself_loads_nothing_from_elsewhere(tmp_path: Path) -> None:
+    """pytest's fresh `tmp_path` holds only what the test wrote; `__file__`'s folder holds the repository's test data
+    (also through fixtures and a conftest); the same loads in application code are reported."""
+    findings = tree(tmp_path, {
+        "tests/conftest.py": """
+            import pytest
+            from pathlib import Path
+            _DATA_DIR = Path(__file__).parent / "data"
+            @pytest.fixture
+            def data_dir():
+                return _DATA_DIR
+            """,
+        "tests/test_io.py": """
+            import pytest, torch
+            from app import main
+            @pytest.fixture
+            def checkpoint_path(data_dir):
+                return data_dir / "example.ckpt"
+            def test_bundled(checkpoint_path):
+                assert torch.load(checkpoint_path)
+            def test_round_trip(tmp_path):
+                main(tmp_path)
+                last = tmp_path / "model_0" / "last.ckpt"
+                assert Model.load_from_checkpoint(last)
+                assert torch.load(last)
+            """,
+        "app.py": """
+            import sys, torch
+            def main(out):
+                return torch.load(sys.argv[1])
+            """,
+    })
+    assert where(findings, tmp_path) == [("app.py", 4, "DEV003"), ("app.py", 4, "DEV004")]
