@@ -1151,6 +1151,9 @@ class _FileFacts:
             negated = isinstance(node.value, ast.UnaryOp) and isinstance(node.value.op, ast.Not)
             if negated or isinstance(node.value, ast.Constant) and node.value.value is True:
                 wished |= {_flag_key(t) for t in node.targets}  # `opt.cuda = not opt.no_cuda` is True by default
+            elif isinstance(node.value, ast.Subscript) and \
+                    (_string(node.value.slice) or "").lower() in self.project.constant_keys:
+                wished |= {_flag_key(t) for t in node.targets}  # `GPU = cfg['gpu_train']`, True in every config
         for node in self.kinds.get(ast.arguments, []):
             params = node.posonlyargs + node.args
             pairs = list(zip(params[len(params) - len(node.defaults):], node.defaults))
@@ -1385,6 +1388,12 @@ class _Project:
         self.checked_keywords: set[str] = set()  # flags passed an availability check by keyword somewhere
         self.cpu_saved_files: set[str] = set()  # file names some checked file saves CPU tensors to (`feats.pt`)
         self.wrapped_params: dict[int, tuple[_FileFacts, ast.AST, set[str]]] = {}  # parameters passed a DP/DDP
+        # Config constants: accelerator keys a dict literal sets True (and none sets otherwise), dataclass-style
+        # fields defaulting to True per class, and (attribute, class) of fields holding a config class.
+        self.true_keys: set[str] = set()
+        self.other_keys: set[str] = set()
+        self.true_fields: dict[str, set[str]] = {}
+        self.field_classes: set[tuple[str, str]] = set()
 
     def add(self, path: str, facts: _FileFacts) -> None:
         """Register a checked file (so imports of it reuse its tree) and the flags its calls pass."""
@@ -1394,6 +1403,7 @@ class _Project:
         self.options_off |= {dest for dest, on in facts._options() if not on and dest}
         self.option_defaults += facts.option_defaults
         self.cpu_saved_files |= {key for key in facts.cpu_saved_explicitly if "(" not in key}  # names, not code
+        self._add_config_constants(facts)
         if _builds_cuda_extension(facts) and os.path.isfile(path):
             folder = os.path.dirname(_realpath(path))
             if _project_root(folder) != folder:
@@ -1411,10 +1421,31 @@ class _Project:
                     elif isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
                         self.wished_keywords.add(keyword.arg.lower())
 
+    def _add_config_constants(self, facts: _FileFacts) -> None:
+        """Note `{'gpu_train': True}` keys and `cuda: bool = True` fields (with the fields that hold their class)."""
+        for node in facts.kinds.get(ast.Dict, []):
+            for key, value in zip(node.keys, node.values):
+                name = (_string(key) or "").lower()
+                if name and _accel_flag(name):
+                    (self.true_keys if _is_true(value, facts) else self.other_keys).add(name)
+        for cls in facts.kinds.get(ast.ClassDef, []):
+            for field in (n for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)):
+                name = field.target.id.lower()
+                if field.value is not None and _is_true(field.value, facts) and _accel_flag(name):
+                    self.true_fields.setdefault(cls.name, set()).add(name)
+                self.field_classes.add((name, _last(field.annotation)))
+
+    @functools.cached_property
+    def constant_keys(self) -> set[str]:
+        """Accelerator keys every config dict literal sets True (`cfg['gpu_train']`): constants, no guards."""
+        return self.true_keys - self.other_keys
+
     @functools.cached_property
     def wished(self) -> set[str]:
-        """Accelerator flags some call passes True: `build(model, gpu=True)`, `Loss(21, True)` (after every add)."""
-        return self.wished_keywords.union(*(_positional_flags(f, c, _is_true) for f, c in self.passing_true))
+        """Accelerator flags some call passes True: `build(model, gpu=True)`, `Loss(21, True)` (after every add);
+        and config fields defaulting to True, by the field holding their class (`cfg.model.cuda`)."""
+        fields = {f"{attr}.{flag}" for attr, cls in self.field_classes for flag in self.true_fields.get(cls, ())}
+        return fields | self.wished_keywords.union(*(_positional_flags(f, c, _is_true) for f, c in self.passing_true))
 
     @functools.cached_property
     def checked(self) -> set[str]:
