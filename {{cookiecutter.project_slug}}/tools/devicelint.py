@@ -1718,8 +1718,8 @@ class _Checker(ast.NodeVisitor):
         return bool(self.guarded or (self.cuda_only and not self.porting))
 
     def _chain(self) -> tuple[int, ...]:
-        """ids of the functions and classes around the current node, outermost first."""
-        return tuple(id(p) for p in self.parents)
+        """ids of the module, functions and classes around the current node, outermost first."""
+        return (id(self.facts.tree), *(id(p) for p in self.parents))
 
     def generic_visit(self, node: ast.AST) -> None:
         """Visit the children, from the pre-pass's child lists (the same order as ast.NodeVisitor)."""
@@ -2418,7 +2418,30 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
     unreached = _unreached(project, functions, [facts for _, facts, _ in checked], broken)
     chosen = {True: _chosen(select, ignore, True), False: _chosen(select, ignore, False)}
     uncalled = {id(node): node.name for _, node in functions if id(node) not in project.reached}
+    hidden |= _nccl_scripts([facts for _, facts, _ in checked])
     return sorted(set(findings) | _kept(checked, hidden, unreached, chosen, uncalled, broken))
+
+
+def _nccl_scripts(files: list[_FileFacts]) -> set[int]:
+    """id(facts.tree) of scripts whose `__main__` block starts NCCL and that no checked file's import can name
+    (by a tail of its dotted path): their top level runs only as that script, so only where CUDA is."""
+    spelled: set[tuple[str, ...]] = set()
+    for facts in files:
+        for node in facts.kinds.get(ast.Import, []):
+            spelled.update(tuple(a.name.split(".")[:i]) for a in node.names for i in range(1, a.name.count(".") + 2))
+        for node in facts.kinds.get(ast.ImportFrom, []):
+            module = tuple(node.module.split(".")) if node.module else ()
+            spelled.update((*module, a.name) for a in node.names)
+            spelled.update(module[:i] for i in range(1, len(module) + 1))
+    found = set()
+    for facts in files:
+        mains = [n for n in facts.tree.body if isinstance(n, ast.If) and isinstance(n.test, ast.Compare)
+                 and _dotted(n.test.left) == "__name__"]
+        parts = tuple(Path(facts.path).with_suffix("").parts)
+        if any(facts.starts_nccl(m.body) for m in mains) and \
+                not any(parts[-i:] in spelled for i in range(1, len(parts) + 1)):
+            found.add(id(facts.tree))
+    return found
 
 
 def _wrapped_saves(project: _Project, found: dict[int, list]) -> None:

@@ -941,3 +941,18 @@ def test_a_config_key_an_availability_check_or_false_can_set_still_guards(tmp_pa
             """,
     })
     assert where(findings, tmp_path) == []
+
+
+def test_the_top_of_a_script_whose_main_starts_nccl_runs_only_where_cuda_is(tmp_path: Path) -> None:
+    """`device = torch.device("cuda")` above a `__main__` that starts NCCL runs only as that script; the same line in a
+    module another file imports runs wherever the importer does."""
+    script = """
+        import torch
+        import torch.distributed as dist
+        device = torch.device("cuda")
+        if __name__ == "__main__":
+            dist.init_process_group(backend="nccl")
+            print(device)
+        """
+    findings = tree(tmp_path, {"train.py": script, "tools/launch.py": script, "run.py": "import launch\n"})
+    assert where(findings, tmp_path) == [("tools/launch.py", 4, "DEV002")]
