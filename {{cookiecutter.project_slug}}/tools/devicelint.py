@@ -222,7 +222,8 @@ _CUDA_RUNTIME = {"synchronize", "set_device", "current_device", "get_device_name
                  "ExternalStream"}
 # Helpers outside the checked files known to unpickle with weights_only=False unless told otherwise.
 _UNSAFE_HELPERS = {"ultralytics.utils.patches.torch_load": "ultralytics' torch_load() sets weights_only=False"}
-_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url", "load_from_checkpoint"} | {n.rsplit(".", 1)[-1] for n in _UNSAFE_HELPERS}
+_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url", "load_from_checkpoint"} | \
+    {n.rsplit(".", 1)[-1] for n in _UNSAFE_HELPERS}
 # Calls whose device argument names a backend type (autocast, GradScaler) and places nothing.
 _TYPE_ONLY = {"autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
               "get_autocast_gpu_dtype", "is_available", "device_count"}
@@ -1239,7 +1240,8 @@ class _FileFacts:
             return False
         args = function.args
         params = args.posonlyargs + args.args
-        pairs = [*zip(params[len(params) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+        pairs = [*zip(params[len(params) - len(args.defaults):], args.defaults),
+                 *zip(args.kwonlyargs, args.kw_defaults)]
         if not any(a.arg == value.id and isinstance(d, ast.Constant) and d.value is None for a, d in pairs):
             return False
         return not any(type(n) is ast.Name and n.id == value.id and isinstance(n.ctx, ast.Store)
