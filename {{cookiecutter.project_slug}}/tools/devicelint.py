@@ -64,7 +64,8 @@ script's option on by default; nor does a flag asking for the CPU that no availa
 (``"cpu" if args.no_cuda else "cuda"``, ``--cpu`` store_true): left at its default, the GPU path runs.
 Flags are told by their words: ``use_cuda``, ``n_gpu``, ``gpu_ids``, not ``output_path``; one set by
 assignment also by its owner (``cfg.CUDA = True`` is not ``args.cuda``), and ``args.cuda > 0`` of an
-option off by default asks like ``args.cuda``. A type test
+option off by default asks like ``args.cuda``. A config constant wishes too: ``GPU = cfg["gpu_train"]`` where
+every config dict sets the key True, ``cfg.model.cuda`` of a config class field ``cuda: bool = True``. A type test
 (``isinstance(x, torch.cuda.FloatTensor)``) makes no tensor; a device name only compared or formatted
 (``"torch." + DEVICE + ".FloatTensor"``) places none.
 
@@ -76,10 +77,13 @@ a literal passed by position to a parameter named for a device (``model.sample(8
 A file this process just wrote (also through a helper called earlier in the function, such as an
 early-stopping object that saves the best model), or that a checked file saves from CPU tensors
 (``torch.save(feats.cpu(), "feats.pt")``), loads anywhere: no map_location is asked for; nor in a data set
-class (``class FooDataset``, a ``*Dataset`` base), whose files hold what data processing made on the host.
-Unpickling is reported at the call:
+class (``class FooDataset``, a ``*Dataset`` base), whose files hold what data processing made on the host; nor,
+in a test, a path from pytest's ``tmp_path`` or from ``__file__`` (the repository's own test data), also through
+fixtures. A ``map_location`` parameter whose default is None passes none. ``.cuda()`` that resolves to the
+repository's own ``def cuda`` (which calls no ``.cuda()`` itself) is not torch's. Unpickling is reported at the call:
 torch.load without ``weights_only=True`` (not for a file this process just wrote),
-``torch.hub.load_state_dict_from_url``, ``model_zoo.load_url``, any function in the
+``torch.hub.load_state_dict_from_url``, ``model_zoo.load_url`` (also imported by name), Lightning's
+``load_from_checkpoint``, any function in the
 checked files that calls torch.load with ``weights_only=False``, and ultralytics' ``torch_load``.
 
 Device strings (DEV002) and CUDA runtime calls (DEV012) are allowed in the project's own device module:
