@@ -64,7 +64,8 @@ script's option on by default; nor does a flag asking for the CPU that no availa
 (``"cpu" if args.no_cuda else "cuda"``, ``--cpu`` store_true): left at its default, the GPU path runs.
 Flags are told by their words: ``use_cuda``, ``n_gpu``, ``gpu_ids``, not ``output_path``; one set by
 assignment also by its owner (``cfg.CUDA = True`` is not ``args.cuda``), and ``args.cuda > 0`` of an
-option off by default asks like ``args.cuda``. A type test
+option off by default asks like ``args.cuda``. A config constant wishes too: ``GPU = cfg["gpu_train"]`` where
+every config dict sets the key True, ``cfg.model.cuda`` of a config class field ``cuda: bool = True``. A type test
 (``isinstance(x, torch.cuda.FloatTensor)``) makes no tensor; a device name only compared or formatted
 (``"torch." + DEVICE + ".FloatTensor"``) places none.
 
@@ -76,10 +77,13 @@ a literal passed by position to a parameter named for a device (``model.sample(8
 A file this process just wrote (also through a helper called earlier in the function, such as an
 early-stopping object that saves the best model), or that a checked file saves from CPU tensors
 (``torch.save(feats.cpu(), "feats.pt")``), loads anywhere: no map_location is asked for; nor in a data set
-class (``class FooDataset``, a ``*Dataset`` base), whose files hold what data processing made on the host.
-Unpickling is reported at the call:
+class (``class FooDataset``, a ``*Dataset`` base), whose files hold what data processing made on the host; nor,
+in a test, a path from pytest's ``tmp_path`` or from ``__file__`` (the repository's own test data), also through
+fixtures. A ``map_location`` parameter whose default is None passes none. ``.cuda()`` that resolves to the
+repository's own ``def cuda`` (which calls no ``.cuda()`` itself) is not torch's. Unpickling is reported at the call:
 torch.load without ``weights_only=True`` (not for a file this process just wrote),
-``torch.hub.load_state_dict_from_url``, ``model_zoo.load_url``, any function in the
+``torch.hub.load_state_dict_from_url``, ``model_zoo.load_url`` (also imported by name), Lightning's
+``load_from_checkpoint``, any function in the
 checked files that calls torch.load with ``weights_only=False``, and ultralytics' ``torch_load``.
 
 Device strings (DEV002) and CUDA runtime calls (DEV012) are allowed in the project's own device module:
@@ -222,7 +226,8 @@ _CUDA_RUNTIME = {"synchronize", "set_device", "current_device", "get_device_name
                  "ExternalStream"}
 # Helpers outside the checked files known to unpickle with weights_only=False unless told otherwise.
 _UNSAFE_HELPERS = {"ultralytics.utils.patches.torch_load": "ultralytics' torch_load() sets weights_only=False"}
-_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url"} | {n.rsplit(".", 1)[-1] for n in _UNSAFE_HELPERS}
+_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url", "load_from_checkpoint"} | \
+    {n.rsplit(".", 1)[-1] for n in _UNSAFE_HELPERS}
 # Calls whose device argument names a backend type (autocast, GradScaler) and places nothing.
 _TYPE_ONLY = {"autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
               "get_autocast_gpu_dtype", "is_available", "device_count"}
@@ -234,6 +239,8 @@ _STATE_NAMES = ("model", "net", "state", "ckpt", "checkpoint", "weight", "optim"
 _OBJECT_NAMES = {"args", "opt", "opts", "config", "cfg", "hparams", "options", "parser", "namespace"}
 _MAY_ESTABLISH = {ast.Expr, ast.Assign, ast.AnnAssign, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.Assert,
                   ast.Import, ast.ImportFrom}
+# Names whose files a test itself wrote (pytest's fresh temporary folder) or ships beside itself (`__file__`).
+_TEST_LOCAL = {"tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory", "__file__"}
 _CUDA_ONLY_MODULES = {"tensorrt", "pycuda", "cupy", "torch_tensorrt", "torch2trt"}
 _EXIT_CALLS = {"exit", "quit", "_exit", "skip", "skipTest", "fail"}
 # Decorators that wrap a function without registering it anywhere: nothing calls it because of them.
@@ -1149,6 +1156,9 @@ class _FileFacts:
             negated = isinstance(node.value, ast.UnaryOp) and isinstance(node.value.op, ast.Not)
             if negated or isinstance(node.value, ast.Constant) and node.value.value is True:
                 wished |= {_flag_key(t) for t in node.targets}  # `opt.cuda = not opt.no_cuda` is True by default
+            elif isinstance(node.value, ast.Subscript) and \
+                    (_string(node.value.slice) or "").lower() in self.project.constant_keys:
+                wished |= {_flag_key(t) for t in node.targets}  # `GPU = cfg['gpu_train']`, True in every config
         for node in self.kinds.get(ast.arguments, []):
             params = node.posonlyargs + node.args
             pairs = list(zip(params[len(params) - len(node.defaults):], node.defaults))
@@ -1186,6 +1196,60 @@ class _FileFacts:
             return True
         return "(" not in key and any(self.project.saves_file(f, d, key, 2) for c in earlier
                                       for f, d in self.project.resolve(self, c.func))
+
+    @functools.cached_property
+    def is_test(self) -> bool:
+        """A test module: `test_*.py`, `*_test.py`, `conftest.py`, or a file in a `tests` folder."""
+        base = os.path.basename(self.path)
+        return base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py" or \
+            "tests" in self.path.replace("\\", "/").split("/")[:-1]
+
+    def test_local(self, path: ast.AST | None, depth: int = 3) -> bool:
+        """In a test: a path under pytest's fresh `tmp_path` (only this test wrote there) or from `__file__` (the
+        repository's own test data), also through the names it is built from and the fixtures that provide them."""
+        if not self.is_test or path is None:
+            return False
+        for node in self.walk(path):
+            if type(node) is not ast.Name:
+                continue
+            if node.id in _TEST_LOCAL:
+                return True
+            if not depth or node not in self.parents:
+                continue
+            scopes = [self.scope_of(node), self.tree]
+            bound = [a for scope in scopes for a in self._assignments.get(scope, {}).get(node.id, [])
+                     if scope is self.tree or a.lineno < node.lineno]
+            if bound:
+                if self.test_local(bound[-1].value, depth - 1):
+                    return True
+                continue
+            for facts, fixture in self._fixtures(node.id):
+                if any(isinstance(r, ast.Return) and facts.test_local(r.value, depth - 1) for r in facts.walk(fixture)):
+                    return True
+        return False
+
+    def _fixtures(self, name: str) -> list[tuple[_FileFacts, ast.AST]]:
+        """Functions named `name` decorated as pytest fixtures, here or in a checked conftest.py."""
+        files = [self] + [f for p, f in self.project.files.items() if f is not None and f is not self
+                          and os.path.basename(p) == "conftest.py"]
+        return [(f, d) for f in files for d in f.defs.get(name, [])
+                if isinstance(d, ast.FunctionDef) and any("fixture" in _dotted(getattr(x, "func", x))
+                                                           for x in d.decorator_list)]
+
+    def none_parameter(self, at: ast.AST, value: ast.AST) -> bool:
+        """`value` is a parameter of the function around `at` whose default is None and that it never rebinds
+        (`def load(path, map_location=None): torch.load(path, map_location)` passes no map_location by default)."""
+        function = self._function_of(at)
+        if type(value) is not ast.Name or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        args = function.args
+        params = args.posonlyargs + args.args
+        pairs = [*zip(params[len(params) - len(args.defaults):], args.defaults),
+                 *zip(args.kwonlyargs, args.kw_defaults)]
+        if not any(a.arg == value.id and isinstance(d, ast.Constant) and d.value is None for a, d in pairs):
+            return False
+        return not any(type(n) is ast.Name and n.id == value.id and isinstance(n.ctx, ast.Store)
+                       for n in self.walk(function))
 
     def _saved_to(self, save: ast.Call) -> list[ast.AST]:
         """Where a save call writes: torch.save's path, else any argument (`saver.save(state, path)`)."""
@@ -1330,6 +1394,12 @@ class _Project:
         self.checked_keywords: set[str] = set()  # flags passed an availability check by keyword somewhere
         self.cpu_saved_files: set[str] = set()  # file names some checked file saves CPU tensors to (`feats.pt`)
         self.wrapped_params: dict[int, tuple[_FileFacts, ast.AST, set[str]]] = {}  # parameters passed a DP/DDP
+        # Config constants: accelerator keys a dict literal sets True (and none sets otherwise), dataclass-style
+        # fields defaulting to True per class, and (attribute, class) of fields holding a config class.
+        self.true_keys: set[str] = set()
+        self.other_keys: set[str] = set()
+        self.true_fields: dict[str, set[str]] = {}
+        self.field_classes: set[tuple[str, str]] = set()
 
     def add(self, path: str, facts: _FileFacts) -> None:
         """Register a checked file (so imports of it reuse its tree) and the flags its calls pass."""
@@ -1339,6 +1409,7 @@ class _Project:
         self.options_off |= {dest for dest, on in facts._options() if not on and dest}
         self.option_defaults += facts.option_defaults
         self.cpu_saved_files |= {key for key in facts.cpu_saved_explicitly if "(" not in key}  # names, not code
+        self._add_config_constants(facts)
         if _builds_cuda_extension(facts) and os.path.isfile(path):
             folder = os.path.dirname(_realpath(path))
             if _project_root(folder) != folder:
@@ -1356,10 +1427,31 @@ class _Project:
                     elif isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
                         self.wished_keywords.add(keyword.arg.lower())
 
+    def _add_config_constants(self, facts: _FileFacts) -> None:
+        """Note `{'gpu_train': True}` keys and `cuda: bool = True` fields (with the fields that hold their class)."""
+        for node in facts.kinds.get(ast.Dict, []):
+            for key, value in zip(node.keys, node.values):
+                name = (_string(key) or "").lower()
+                if name and _accel_flag(name):
+                    (self.true_keys if _is_true(value, facts) else self.other_keys).add(name)
+        for cls in facts.kinds.get(ast.ClassDef, []):
+            for field in (n for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)):
+                name = field.target.id.lower()
+                if field.value is not None and _is_true(field.value, facts) and _accel_flag(name):
+                    self.true_fields.setdefault(cls.name, set()).add(name)
+                self.field_classes.add((name, _last(field.annotation)))
+
+    @functools.cached_property
+    def constant_keys(self) -> set[str]:
+        """Accelerator keys every config dict literal sets True (`cfg['gpu_train']`): constants, no guards."""
+        return self.true_keys - self.other_keys
+
     @functools.cached_property
     def wished(self) -> set[str]:
-        """Accelerator flags some call passes True: `build(model, gpu=True)`, `Loss(21, True)` (after every add)."""
-        return self.wished_keywords.union(*(_positional_flags(f, c, _is_true) for f, c in self.passing_true))
+        """Accelerator flags some call passes True: `build(model, gpu=True)`, `Loss(21, True)` (after every add);
+        and config fields defaulting to True, by the field holding their class (`cfg.model.cuda`)."""
+        fields = {f"{attr}.{flag}" for attr, cls in self.field_classes for flag in self.true_fields.get(cls, ())}
+        return fields | self.wished_keywords.union(*(_positional_flags(f, c, _is_true) for f, c in self.passing_true))
 
     @functools.cached_property
     def checked(self) -> set[str]:
@@ -1632,8 +1724,8 @@ class _Checker(ast.NodeVisitor):
         return bool(self.guarded or (self.cuda_only and not self.porting))
 
     def _chain(self) -> tuple[int, ...]:
-        """ids of the functions and classes around the current node, outermost first."""
-        return tuple(id(p) for p in self.parents)
+        """ids of the module, functions and classes around the current node, outermost first."""
+        return (id(self.facts.tree), *(id(p) for p in self.parents))
 
     def generic_visit(self, node: ast.AST) -> None:
         """Visit the children, from the pre-pass's child lists (the same order as ast.NodeVisitor)."""
@@ -1853,7 +1945,10 @@ class _Checker(ast.NodeVisitor):
         if method in ("type", "set_default_tensor_type") and node.args and not self.known() and \
                 _TYPED_CUDA.match(_string(node.args[0]) or ""):
             self.report(node.args[0], "DEV010", _string(node.args[0]) or "")  # .type("torch.cuda.FloatTensor")
-        if method == "cuda" and (self.porting or not self.known()):
+        # `def cuda(self, *items)` of the repository's own, which moves nothing with torch's `.cuda()` itself
+        own = method == "cuda" and targets and all(getattr(d, "name", "") == "cuda" and not any(
+            _last(c) == "cuda" for c in f.walk(d) if isinstance(c, ast.Call)) for f, d in targets)
+        if method == "cuda" and (self.porting or not (self.known() or own)):
             self.report(node, "DEV001", "guarded, but it still pins device 0" if self.guarded else "")
         name = self.facts.canonical(func)
         self._check_device_strings(node, method, name)
@@ -1919,13 +2014,17 @@ class _Checker(ast.NodeVisitor):
         if _last(node) == "partial" and node.args and _dotted(node.args[0]) == "torch.load":
             if _false(_keyword(node, "weights_only")):
                 self.report(node, "DEV004", "weights_only=False in a torch.load wrapper")
-        elif _last(node) == "load_state_dict_from_url" or name.endswith("model_zoo.load_url"):
+        elif _last(node) == "load_state_dict_from_url" or name.endswith("model_zoo.load_url") or \
+                self.facts.qualified(node.func).endswith(("model_zoo.load_url", "hub.load_url")):
             self.report(node, "DEV004", f"{name or _last(node)}() unpickles a download")
+        elif last == "load_from_checkpoint" and not targets and isinstance(node.func, ast.Attribute):
+            if not (node.args and (self.facts.saves_in_function(node) or self.facts.test_local(node.args[0]))):
+                self.report(node, "DEV004", "Lightning's load_from_checkpoint() unpickles the whole file")
         elif self.facts.qualified(node.func) in _UNSAFE_HELPERS:
             self.report(node, "DEV004", _UNSAFE_HELPERS[self.facts.qualified(node.func)])
         elif targets and all(self.facts.project.verdict("unpickles", f, d) for f, d in targets) and \
                 not any(id(d) in map(id, self.parents) for _, d in targets) and \
-                not (node.args and self.facts.saves_in_function(node)):  # saved by this process
+                not (node.args and (self.facts.saves_in_function(node) or self.facts.test_local(node.args[0]))):
             self.report(node, "DEV004", f"{name or _last(node)}() loads with weights_only=False")
 
     def _kept(self, node: ast.Call) -> bool:
@@ -2016,8 +2115,9 @@ class _Checker(ast.NodeVisitor):
         same_process = path is not None and (
             self.facts.saved_on_cpu_here(path, node) or self.facts.saves_in_function(node)
             or self.facts.sibling_cpu_saved(key) or key in self.facts.project.cpu_saved_files
-            or self.facts.in_data_set(node))
-        if not forwarded and len(node.args) < 2 and _keyword(node, "map_location") is None and not same_process \
+            or self.facts.in_data_set(node) or self.facts.test_local(path))
+        location = node.args[1] if len(node.args) > 1 else getattr(_keyword(node, "map_location"), "value", None)
+        if not forwarded and (location is None or self.facts.none_parameter(node, location)) and not same_process \
                 and not self.known():  # where CUDA exists, a GPU checkpoint loads
             self.report(node, "DEV003", name if name != "torch.load" else "")
         if name != "torch.load" or self.safe_globals:
@@ -2028,7 +2128,7 @@ class _Checker(ast.NodeVisitor):
         if _false(weights_only) or (forwarded and weights_only is None and self.facts.forces_unsafe(node)):
             self.report(node, "DEV004", "weights_only=False" + advice)
         elif weights_only is None and not forwarded and not (path is not None and self.facts.own_file(path)) \
-                and not (path is not None and self.facts.saves_in_function(node)):
+                and not (path is not None and (self.facts.saves_in_function(node) or self.facts.test_local(path))):
             self.report(node, "DEV004", "not given" + advice)
 
     def _check_factory(self, node: ast.Call, name: str) -> None:
@@ -2324,7 +2424,30 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
     unreached = _unreached(project, functions, [facts for _, facts, _ in checked], broken)
     chosen = {True: _chosen(select, ignore, True), False: _chosen(select, ignore, False)}
     uncalled = {id(node): node.name for _, node in functions if id(node) not in project.reached}
+    hidden |= _nccl_scripts([facts for _, facts, _ in checked])
     return sorted(set(findings) | _kept(checked, hidden, unreached, chosen, uncalled, broken))
+
+
+def _nccl_scripts(files: list[_FileFacts]) -> set[int]:
+    """id(facts.tree) of scripts whose `__main__` block starts NCCL and that no checked file's import can name
+    (by a tail of its dotted path): their top level runs only as that script, so only where CUDA is."""
+    spelled: set[tuple[str, ...]] = set()
+    for facts in files:
+        for node in facts.kinds.get(ast.Import, []):
+            spelled.update(tuple(a.name.split(".")[:i]) for a in node.names for i in range(1, a.name.count(".") + 2))
+        for node in facts.kinds.get(ast.ImportFrom, []):
+            module = tuple(node.module.split(".")) if node.module else ()
+            spelled.update((*module, a.name) for a in node.names)
+            spelled.update(module[:i] for i in range(1, len(module) + 1))
+    found = set()
+    for facts in files:
+        mains = [n for n in facts.tree.body if isinstance(n, ast.If) and isinstance(n.test, ast.Compare)
+                 and _dotted(n.test.left) == "__name__"]
+        parts = tuple(Path(facts.path).with_suffix("").parts)
+        if any(facts.starts_nccl(m.body) for m in mains) and \
+                not any(parts[-i:] in spelled for i in range(1, len(parts) + 1)):
+            found.add(id(facts.tree))
+    return found
 
 
 def _wrapped_saves(project: _Project, found: dict[int, list]) -> None:

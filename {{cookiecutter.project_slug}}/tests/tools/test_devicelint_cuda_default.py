@@ -796,3 +796,163 @@ def test_a_file_that_does_not_parse_says_it_was_not_checked() -> None:
     """Python 2 print statements: DEV000 says that nothing in the file was checked, and why that may be."""
     [finding] = devicelint.lint_source('print "hi"\nmodel.cuda()\n', "old.py")
     assert finding.code == "DEV000" and finding.detail.endswith("nothing in this file was checked (Python 2 code?)")
+
+
+def test_a_classs_own_cuda_method_is_not_torchs() -> None:
+    """`self.cuda(*items)` calling the class's `def cuda(self, *args)` (a move to a chosen device) is no `.cuda()`;
+    an own `cuda()` that calls torch's `.cuda()` inside is reported at both calls, like an nn.Module's."""
+    assert found("""
+        class Trainer:
+            def __init__(self, device):
+                self.device = device
+            def cuda(self, *args):
+                return (item.to(self.device) for item in args)
+            def train(self, batch):
+                images, masks = self.cuda(*batch)
+                return images
+        class Sampler:
+            def cuda(self):
+                self.prob = self.prob.cuda()
+        class Model(nn.Module):
+            def run(self, x):
+                return self.cuda()
+        Trainer("cpu").train([])
+        Model().run(1)
+        Sampler().cuda()
+        """) == [(12, "DEV001"), (15, "DEV001"), (18, "DEV001")]
+
+
+def test_a_map_location_parameter_defaulting_to_none_is_no_map_location() -> None:
+    """`def load(path, map_location=None): torch.load(path, map_location, ...)`: callers get no map_location."""
+    assert found("""
+        def load_from_file(path, map_location=None):
+            return torch.load(path, map_location, weights_only=True)
+        def load_to(path, map_location):
+            return torch.load(path, map_location, weights_only=True)
+        def load_cpu(path, map_location=None):
+            if map_location is None:
+                map_location = "cpu"
+            return torch.load(path, map_location=map_location, weights_only=True)
+        """) == [(3, "DEV003")]
+
+
+def test_unpickling_helpers_imported_by_name_and_lightnings_loader_are_reported() -> None:
+    """`from torch.utils.model_zoo import load_url`; `Model.load_from_checkpoint(path)` (Lightning's, not ours)."""
+    assert found("""
+        from torch.utils.model_zoo import load_url
+        weights = load_url("https://example.com/s3fd.pth")
+        model = DeepSpeech.load_from_checkpoint(args.model_path)
+        """) == [(3, "DEV004"), (4, "DEV004")]
+
+
+def test_a_test_loading_what_it_wrote_or_ships_beside_itself_loads_nothing_from_elsewhere(tmp_path: Path) -> None:
+    """pytest's fresh `tmp_path` holds only what the test wrote; `__file__`'s folder holds the repository's test data
+    (also through fixtures and a conftest); the same loads in application code are reported."""
+    findings = tree(tmp_path, {
+        "tests/conftest.py": """
+            import pytest
+            from pathlib import Path
+            _DATA_DIR = Path(__file__).parent / "data"
+            @pytest.fixture
+            def data_dir():
+                return _DATA_DIR
+            """,
+        "tests/test_io.py": """
+            import pytest, torch
+            from app import main
+            @pytest.fixture
+            def checkpoint_path(data_dir):
+                return data_dir / "example.ckpt"
+            def test_bundled(checkpoint_path):
+                assert torch.load(checkpoint_path)
+            def test_round_trip(tmp_path):
+                main(tmp_path)
+                last = tmp_path / "model_0" / "last.ckpt"
+                assert Model.load_from_checkpoint(last)
+                assert torch.load(last)
+            """,
+        "app.py": """
+            import sys, torch
+            def main(out):
+                return torch.load(sys.argv[1])
+            """,
+    })
+    assert where(findings, tmp_path) == [("app.py", 4, "DEV003"), ("app.py", 4, "DEV004")]
+
+
+def test_a_config_constant_set_true_guards_nothing(tmp_path: Path) -> None:
+    """`GPU = cfg['gpu_train']` with `'gpu_train': True` in every config dict, and `cfg.model.cuda` of a config
+    class field `cuda: bool = True`, state a wish: the code under them runs on a machine without CUDA."""
+    findings = tree(tmp_path, {
+        "config.py": """
+            from dataclasses import dataclass
+            cfg_small = {'name': 'small', 'gpu_train': True}
+            cfg_large = {'name': 'large', 'gpu_train': True}
+            @dataclass
+            class ModelConfig:
+                cuda: bool = True
+            @dataclass
+            class InferenceConfig:
+                model: ModelConfig = ModelConfig()
+            """,
+        "train.py": """
+            import torch
+            from config import cfg_small, InferenceConfig
+            GPU = cfg_small['gpu_train']
+            def loss(x):
+                if GPU:
+                    x = x.cuda()
+                return x
+            def transcribe(cfg: InferenceConfig):
+                return torch.device("cuda" if cfg.model.cuda else "cpu")
+            loss(torch.zeros(1))
+            transcribe(InferenceConfig())
+            """,
+    })
+    assert where(findings, tmp_path) == [("train.py", 7, "DEV001"), ("train.py", 10, "DEV002")]
+
+
+def test_a_config_key_an_availability_check_or_false_can_set_still_guards(tmp_path: Path) -> None:
+    """A key some config sets False, or a field that defaults to False, is a real switch."""
+    findings = tree(tmp_path, {
+        "config.py": """
+            from dataclasses import dataclass
+            cfg_gpu = {'gpu_train': True}
+            cfg_cpu = {'gpu_train': False}
+            @dataclass
+            class ModelConfig:
+                cuda: bool = False
+            @dataclass
+            class InferenceConfig:
+                model: ModelConfig = ModelConfig()
+            """,
+        "train.py": """
+            import torch
+            from config import cfg_gpu, InferenceConfig
+            GPU = cfg_gpu['gpu_train']
+            def loss(x):
+                if GPU:
+                    x = x.cuda()
+                return x
+            def transcribe(cfg: InferenceConfig):
+                return torch.device("cuda" if cfg.model.cuda else "cpu")
+            loss(torch.zeros(1))
+            transcribe(InferenceConfig())
+            """,
+    })
+    assert where(findings, tmp_path) == []
+
+
+def test_the_top_of_a_script_whose_main_starts_nccl_runs_only_where_cuda_is(tmp_path: Path) -> None:
+    """`device = torch.device("cuda")` above a `__main__` that starts NCCL runs only as that script; the same line in a
+    module another file imports runs wherever the importer does."""
+    script = """
+        import torch
+        import torch.distributed as dist
+        device = torch.device("cuda")
+        if __name__ == "__main__":
+            dist.init_process_group(backend="nccl")
+            print(device)
+        """
+    findings = tree(tmp_path, {"train.py": script, "tools/launch.py": script, "run.py": "import launch\n"})
+    assert where(findings, tmp_path) == [("tools/launch.py", 4, "DEV002")]
