@@ -108,6 +108,21 @@ def test_unfreezing_restores_gradients_and_training_mode():
     assert all(p.requires_grad for p in model.parameters()) and model.backbone.training
 
 
+def test_unfreezing_at_its_epoch_rewraps_the_model_once():
+    """DDP and torch.compile note which parameters train when they wrap: the epoch that unfreezes wraps again,
+    and no other epoch does."""
+    cfg = config_class([PLUGIN])(freeze_backbone=True, unfreeze_at=3)
+    wraps = []
+    run = stand_in_run(CPU, [PLUGIN], model=_model(META), cfg=cfg, class_names=list("abc"),
+                       wrap=lambda: wraps.append(1))
+    PLUGIN.build(run)
+    assert not any(p.requires_grad for p in run.model.backbone.parameters())
+    for epoch in (1, 2, 3, 4):
+        PLUGIN.before_epoch(run, epoch)
+        assert len(wraps) == (epoch >= 3), epoch
+    assert all(p.requires_grad for p in run.model.parameters())
+
+
 def test_backbone_and_head_get_their_own_learning_rates():
     """--backbone-lr-scale 0.1: two groups, every parameter in exactly one, the backbone at a tenth."""
     model = _model(META)
