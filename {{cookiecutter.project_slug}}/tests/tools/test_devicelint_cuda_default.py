@@ -880,25 +880,30 @@ def test_a_test_loading_what_it_wrote_or_ships_beside_itself_loads_nothing_from_
     assert where(findings, tmp_path) == [("app.py", 4, "DEV003"), ("app.py", 4, "DEV004")]
 
 
-def test_a_config_constant_set_true_guards_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("other", "field", "expected"), [
+    ("True", "True", [("train.py", 7, "DEV001"), ("train.py", 10, "DEV002")]),
+    ("False", "False", []),
+], ids=["true-everywhere-guards-nothing", "a-real-switch-guards"])
+def test_a_config_constant_set_true_guards_nothing(tmp_path: Path, other: str, field: str, expected) -> None:
     """`GPU = cfg['gpu_train']` with `'gpu_train': True` in every config dict, and `cfg.model.cuda` of a config
-    class field `cuda: bool = True`, state a wish: the code under them runs on a machine without CUDA."""
+    class field `cuda: bool = True`, state a wish: the code under them runs on a machine without CUDA. A key some
+    config sets False, or a field that defaults to False, is a real switch and still guards."""
     findings = tree(tmp_path, {
         "config.py": """
             from dataclasses import dataclass
-            cfg_small = {'name': 'small', 'gpu_train': True}
-            cfg_large = {'name': 'large', 'gpu_train': True}
+            cfg_a = {'name': 'a', 'gpu_train': True}
+            cfg_b = {'name': 'b', 'gpu_train': OTHER}
             @dataclass
             class ModelConfig:
-                cuda: bool = True
+                cuda: bool = FIELD
             @dataclass
             class InferenceConfig:
                 model: ModelConfig = ModelConfig()
-            """,
+            """.replace("OTHER", other).replace("FIELD", field),
         "train.py": """
             import torch
-            from config import cfg_small, InferenceConfig
-            GPU = cfg_small['gpu_train']
+            from config import cfg_a, InferenceConfig
+            GPU = cfg_a['gpu_train']
             def loss(x):
                 if GPU:
                     x = x.cuda()
@@ -909,38 +914,7 @@ def test_a_config_constant_set_true_guards_nothing(tmp_path: Path) -> None:
             transcribe(InferenceConfig())
             """,
     })
-    assert where(findings, tmp_path) == [("train.py", 7, "DEV001"), ("train.py", 10, "DEV002")]
-
-
-def test_a_config_key_an_availability_check_or_false_can_set_still_guards(tmp_path: Path) -> None:
-    """A key some config sets False, or a field that defaults to False, is a real switch."""
-    findings = tree(tmp_path, {
-        "config.py": """
-            from dataclasses import dataclass
-            cfg_gpu = {'gpu_train': True}
-            cfg_cpu = {'gpu_train': False}
-            @dataclass
-            class ModelConfig:
-                cuda: bool = False
-            @dataclass
-            class InferenceConfig:
-                model: ModelConfig = ModelConfig()
-            """,
-        "train.py": """
-            import torch
-            from config import cfg_gpu, InferenceConfig
-            GPU = cfg_gpu['gpu_train']
-            def loss(x):
-                if GPU:
-                    x = x.cuda()
-                return x
-            def transcribe(cfg: InferenceConfig):
-                return torch.device("cuda" if cfg.model.cuda else "cpu")
-            loss(torch.zeros(1))
-            transcribe(InferenceConfig())
-            """,
-    })
-    assert where(findings, tmp_path) == []
+    assert where(findings, tmp_path) == expected
 
 
 def test_the_top_of_a_script_whose_main_starts_nccl_runs_only_where_cuda_is(tmp_path: Path) -> None:

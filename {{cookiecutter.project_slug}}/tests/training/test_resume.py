@@ -22,13 +22,11 @@ import torch
 from conftest import HANG_S, nested_tensors
 from run_helpers import (
     EPOCHS,
-    PROJECT,
     assert_same_run,
+    killed_at,
     load_cpu,
-    paused,
     start_train,
     train_command,
-    train_env,
     wait_for,
 )
 
@@ -178,14 +176,7 @@ def test_the_training_recipe_resumes_exactly_after_a_kill(tiny_data, tmp_path):
     tensors equal an uninterrupted run's (the fine_tuning answer's controls: tests/plugins/fine_tuning)."""
     reference_out, out, log = tmp_path / "reference", tmp_path / "run", tmp_path / "kill.log"
     _train(tiny_data, reference_out, extra=RECIPE_FLAGS)
-    with open(log, "wb") as handle:
-        process = subprocess.Popen(paused([*train_command(tiny_data, out, 0, False), *RECIPE_FLAGS]), cwd=PROJECT,
-                                   env=train_env("step:2:1"), stdout=subprocess.DEVNULL, stderr=handle)
-    try:
-        wait_for(process, log, "paused at step:2:1")
-    finally:
-        process.kill()
-        process.wait()
+    killed_at([*train_command(tiny_data, out, 0, False), *RECIPE_FLAGS], log, "step:2:1")
     assert load_cpu(out / "last.pt")["epoch"] == 1
     _train(tiny_data, out, resume=True, extra=RECIPE_FLAGS)  # one thread, as the others: same float sums
     resumed, reference = load_cpu(out / "last.pt"), load_cpu(reference_out / "last.pt")

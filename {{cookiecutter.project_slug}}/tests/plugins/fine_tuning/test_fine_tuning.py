@@ -8,14 +8,13 @@ hooks through the run's own step boundary (a stand-in Run, tests/host_reads.py) 
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import HANG_S, nested_tensors
+from conftest import nested_tensors
 from host_reads import HostReads, epoch_reads, stand_in_run
-from run_helpers import EPOCHS, PROJECT, assert_same_run, load_cpu, paused, train_command, train_env, wait_for
+from run_helpers import EPOCHS, assert_same_run, killed_at, load_cpu, train_command
 from torch import nn
 from torchvision import models
 
@@ -244,14 +243,7 @@ def test_every_control_resumes_exactly_after_a_kill(tiny_data, tmp_path):
     clipping: SIGKILL mid-epoch 2, resume, and the final tensors (EMA included) equal an uninterrupted run's."""
     reference_out, out, log = tmp_path / "reference", tmp_path / "run", tmp_path / "kill.log"
     _train(tiny_data, reference_out)
-    with open(log, "wb") as handle:
-        process = subprocess.Popen(paused([*train_command(tiny_data, out, 0, False), *ALL_FLAGS]), cwd=PROJECT,
-                                   env=train_env("step:2:1"), stdout=subprocess.DEVNULL, stderr=handle)
-    try:
-        wait_for(process, log, "paused at step:2:1")
-    finally:
-        process.kill()
-        process.wait(timeout=HANG_S)
+    killed_at([*train_command(tiny_data, out, 0, False), *ALL_FLAGS], log, "step:2:1")
     frozen = load_cpu(out / "last.pt")  # the end of epoch 1, the backbone frozen all through it
     assert frozen["epoch"] == 1
     _train(tiny_data, out, resume=True)
