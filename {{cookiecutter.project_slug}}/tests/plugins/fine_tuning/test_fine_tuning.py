@@ -21,7 +21,7 @@ from torchvision import models
 import train
 from {{ cookiecutter.package_name }} import settings
 from {{ cookiecutter.package_name }}.config import config_class
-from {{ cookiecutter.package_name }}.devkit.checkpoint import CheckpointError
+from {{ cookiecutter.package_name }}.devkit.checkpoint import CheckpointError, save_checkpoint
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.model import Classifier, build_model, weights_file
 from {{ cookiecutter.package_name }}.plugins.fine_tuning import PLUGIN, FineTuning
@@ -206,9 +206,10 @@ def test_an_epoch_with_every_control_reads_the_device_as_often_with_twelve_steps
     assert int(PLUGIN.ema.n_averaged) == 12  # the plugin's EMA took every step of the last epoch
 
 
-def test_a_project_without_the_answer_refuses_to_resume_a_run_that_used_it(tiny_data, tmp_path):
+def test_plugin_state_is_refused_without_the_answer_and_checked_with_it(tiny_data, tmp_path):
     """The checkpoint says which plugin kept state in it: a project without fine_tuning stops with one line,
-    rather than continuing without the EMA and the frozen backbone."""
+    rather than continuing without the EMA and the frozen backbone; one with it refuses an EMA state that is not
+    one by name."""
     out = tmp_path / "run"
     _train(tiny_data, out, extra=("--ema", "0.9", "--epochs", "1"))
     assert load_cpu(out / "last.pt")["plugins"]["fine_tuning"]["ema"]["n_averaged"] > 0
@@ -217,6 +218,12 @@ def test_a_project_without_the_answer_refuses_to_resume_a_run_that_used_it(tiny_
     with pytest.raises(CheckpointError, match="used the fine_tuning plugin, which this project lacks"):
         Run(config_class([])(**options), CPU, plugins=[]).resume(str(out / "last.pt"))
     Run(config_class([PLUGIN])(**options, ema=0.9), CPU, plugins=[PLUGIN]).resume(str(out / "last.pt"))  # its own
+    state = load_cpu(out / "last.pt")
+    for hostile in ([1], {"model": {}, "n_averaged": -1}, {"model": {}, "n_averaged": True}, {"n_averaged": 1}):
+        state["plugins"]["fine_tuning"]["ema"] = hostile
+        save_checkpoint(tmp_path / "edited.pt", state)
+        with pytest.raises(CheckpointError, match="plugins.fine_tuning.ema is not the EMA's"):
+            Run(config_class([PLUGIN])(**options, ema=0.9), CPU, plugins=[PLUGIN]).resume(str(tmp_path / "edited.pt"))
 
 
 @pytest.mark.slow

@@ -112,8 +112,8 @@ class FineTuningPlugin(Plugin):
         saved = state.get("ema")
         if self.ema is None or not saved:
             return  # --ema is a setting of the run: a resumed run has it exactly when its checkpoint does
-        if not isinstance(saved.get("model"), dict) or not isinstance(saved.get("n_averaged"), int) \
-                or isinstance(saved["n_averaged"], bool) or saved["n_averaged"] < 0:
+        count = saved.get("n_averaged") if isinstance(saved, dict) else None
+        if type(count) is not int or count < 0 or not isinstance(saved.get("model"), dict):  # a bool is no count
             raise CheckpointError(f"{source}: plugins.fine_tuning.ema is not the EMA's model weights and update count")
         check_weights(saved["model"], "plugins.fine_tuning.ema.model", source)
         checkpoint.load_model_state(self.ema.module, saved["model"], f"{source} (EMA)")
