@@ -42,12 +42,12 @@ ALL_FLAGS = ("--ema", "0.9", "--accum-steps", "2", "--warmup-epochs", "1", "--mi
              "--freeze-backbone", "--unfreeze-at", "2", "--backbone-lr-scale", "0.5", "--clip-grad", "1.0")
 
 
-def _train(data, out, resume: bool = False, extra: tuple[str, ...] = ALL_FLAGS) -> None:
+def _train(data, out, resume: bool = False, extra: tuple[str, ...] = ALL_FLAGS, workers: int = 0) -> None:
     """train.py's main() to completion in this process, on one thread (runs compared bit for bit need the same)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        assert train.main(train_command(data, out, 0, resume, extra)[2:]) == 0
+        assert train.main(train_command(data, out, workers, resume, extra)[2:]) == 0
     finally:
         torch.set_num_threads(threads)
 
@@ -247,13 +247,14 @@ def test_pretrained_frozen_backbone_ends_the_epoch_equal_to_the_weights_file(tin
 @pytest.mark.slow
 def test_every_control_resumes_exactly_after_a_kill(tiny_data, tmp_path):
     """With EMA, accumulation, warmup, mixup/cutmix, a backbone unfrozen at epoch 2, two learning rates and
-    clipping: SIGKILL mid-epoch 2, resume, and the final tensors (EMA included) equal an uninterrupted run's."""
+    clipping, loader workers on: SIGKILL mid-epoch 2, resume, and the final tensors (EMA included) equal an
+    uninterrupted run's."""
     reference_out, out, log = tmp_path / "reference", tmp_path / "run", tmp_path / "kill.log"
-    _train(tiny_data, reference_out)
-    killed_at([*train_command(tiny_data, out, 0, False), *ALL_FLAGS], log, "step:2:1")
+    _train(tiny_data, reference_out, workers=2)  # loader workers on, as users run it
+    killed_at([*train_command(tiny_data, out, 2, False), *ALL_FLAGS], log, "step:2:1")
     frozen = load_cpu(out / "last.pt")  # the end of epoch 1, the backbone frozen all through it
     assert frozen["epoch"] == 1
-    _train(tiny_data, out, resume=True)
+    _train(tiny_data, out, resume=True, workers=2)
     resumed, reference = load_cpu(out / "last.pt"), load_cpu(reference_out / "last.pt")
     assert reference["plugins"]["fine_tuning"]["ema"]["n_averaged"] == 2 * EPOCHS  # 3 batches of 8, two a step
     assert_same_run(resumed, reference)
