@@ -56,6 +56,7 @@ class Module:
 
     name: str  # dotted, relative to the project root: image_classifier.data.folders, train
     path: Path
+    source: str
     lines: int
     code: int
     imports: set[str] = field(default_factory=set)
@@ -84,7 +85,7 @@ def imported(module: Module, known: set[str]) -> set[str]:
     """The project modules `module` imports (absolute and relative imports, `from pkg import module` too)."""
     package = module.name if module.path.name == "__init__.py" else module.name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(module.source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -120,8 +121,8 @@ def read_project(project: Path, package: str) -> dict[str, Module]:
     modules = {}
     for path in paths:
         source = path.read_text(encoding="utf-8")
-        modules[module_name(project, path)] = Module(module_name(project, path), path, len(source.splitlines()),
-                                                     code_lines(source))
+        modules[module_name(project, path)] = Module(module_name(project, path), path, source,
+                                                     len(source.splitlines()), code_lines(source))
     for module in modules.values():
         module.imports = imported(module, set(modules))
         if module.path.name == "__init__.py" and module.name.rpartition(".")[2] == "plugins":
@@ -132,7 +133,7 @@ def read_project(project: Path, package: str) -> dict[str, Module]:
 
 def long_functions(module: Module) -> list[str]:
     problems = []
-    for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(module.source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             length = node.end_lineno - node.lineno + 1
             arguments = node.args
@@ -147,11 +148,10 @@ def long_functions(module: Module) -> list[str]:
 
 def unnamed(modules: dict[str, Module]) -> list[str]:
     """Top-level functions and classes that no other place in the bake's product code names."""
-    sources = {name: module.path.read_text(encoding="utf-8") for name, module in modules.items()}
-    everything = "\n".join(sources.values())
+    everything = "\n".join(module.source for module in modules.values())
     problems = []
-    for name, source in sources.items():
-        for node in ast.parse(source).body:
+    for name, module in modules.items():
+        for node in ast.parse(module.source).body:
             defines = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
             if defines and not node.name.startswith("__") and len(re.findall(rf"\b{node.name}\b", everything)) < 2:
                 problems.append(f"unused: {name}.{node.name} is named nowhere else in this bake's product code")
