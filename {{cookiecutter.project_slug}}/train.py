@@ -20,7 +20,6 @@ import torch
 from {{ cookiecutter.package_name }} import cli, devkit, settings, startup
 from {{ cookiecutter.package_name }}.plugins import Plugin, load_plugins
 from {{ cookiecutter.package_name }}.training import epochs, run_folder, seeding, stopping
-from {{ cookiecutter.package_name }}.training.compile_cache import CompileCache
 from {{ cookiecutter.package_name }}.training.run import Run
 
 
@@ -94,7 +93,7 @@ def train_in(run: Run, out: Path, start: startup.Start) -> int:
 def main(argv: list[str] | None = None, plugins: list[Plugin] | None = None) -> int:
     """Parse and settle the flags, then train; returns the exit code. `plugins`: your own, beside the project's."""
     verbose = "--verbose" in (sys.argv[1:] if argv is None else argv)
-    return cli.run_cli(lambda: train(argv, [*load_plugins(), CompileCache(), *(plugins or [])]), verbose=verbose)
+    return cli.run_cli(lambda: train(argv, [*load_plugins(), *(plugins or [])]), verbose=verbose)
 
 
 if __name__ == "__main__":

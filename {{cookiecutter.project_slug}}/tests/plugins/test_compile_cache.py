@@ -1,4 +1,5 @@
-"""--compile's cache: a resumed run loads what the first one compiled; a damaged or foreign cache is ignored.
+"""--compile's cache (the ddp and slurm answers' plugin): a resumed run loads what the first one compiled; a damaged
+or foreign cache is ignored.
 
 Real torch.compile runs (inductor on the CPU, with a tiny own backbone so a compile takes seconds), each in
 a process of its own with an empty inductor cache, so only the run folder's cache can carry anything over.
@@ -21,7 +22,7 @@ import torch
 from conftest import HANG_S
 from run_helpers import PROJECT
 
-from {{ cookiecutter.package_name }}.training import compile_cache
+from {{ cookiecutter.package_name }}.plugins import compile_cache
 from {{ cookiecutter.package_name }}.training.wrapping import ParallelError, check_compile
 
 pytestmark = pytest.mark.slow

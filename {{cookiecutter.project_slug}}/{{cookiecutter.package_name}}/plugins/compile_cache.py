@@ -1,5 +1,8 @@
 """--compile's cache beside last.pt, so a resumed or requeued run does not pay the whole compile again.
 
+It comes with the answers whose runs restart often (multi_gpu=ddp: torchrun's elastic restarts; scheduler=slurm:
+requeues); a project without them compiles afresh on --resume, as torch does by default.
+
 After an epoch in which this process compiled, torch's compiled artifacts (`torch.compiler.
 save_cache_artifacts`, torch 2.7+) are written to the run folder with what made them: the torch and Triton
 releases and the device. A resumed --compile run loads them before its first step when all three match.
@@ -25,7 +28,7 @@ import torch
 
 from ..devkit import describe_device
 from ..devkit.atomic import atomic_write
-from ..hooks import Plugin
+from . import Plugin
 
 CACHE, KEY = "compile_cache.bin", "compile_cache.json"
 
@@ -71,6 +74,7 @@ class CompileCache(Plugin):
         self.saved = False
 
     def start(self, run, out) -> None:
+        self.saved = False  # one instance serves every run of the process (train.main called again)
         if not (run.cfg.compile and run.cfg.resume and supported() and run.processes.is_main()):
             return
         note = load(Path(out), run.device)
@@ -115,3 +119,6 @@ def save(out: Path, device: torch.device) -> None:
         return
     atomic_write(out / CACHE, saved[0])
     atomic_write(out / KEY, json.dumps({"made_for": cache_key(device), "signature": signature(saved[0])}))
+
+
+PLUGIN = CompileCache()
