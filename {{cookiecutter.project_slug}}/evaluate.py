@@ -31,7 +31,7 @@ MAX_MISTAKES = 256  # a grid beyond this is unreadable, and every image is held 
 
 def get_args_parser() -> argparse.ArgumentParser:
     """The evaluation flags."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = cli.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
     p.add_argument("--data", default=None, help="what train.py's --data takes (default: the data the checkpoint was "
                                                 "trained on, as its config records it; the demo data for a demo run)")

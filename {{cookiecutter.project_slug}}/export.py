@@ -33,7 +33,7 @@ from {{ cookiecutter.package_name }}.training import run_state
 
 def get_args_parser() -> argparse.ArgumentParser:
     """The export flags."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = cli.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
     p.add_argument("--format", required=True, choices=[*model_files.FORMATS, "safetensors"],
                    help="onnx: for onnxruntime (needs pip install -e '.[export]'); pt2: torch.export; safetensors: "

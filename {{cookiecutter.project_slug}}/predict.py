@@ -35,7 +35,7 @@ from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 def get_args_parser() -> argparse.ArgumentParser:
     """The prediction flags."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = cli.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", help="a .pt file written by train.py, its run directory (uses last.pt), "
                                       "or an .onnx / .pt2 file written by export.py")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders or glob patterns")

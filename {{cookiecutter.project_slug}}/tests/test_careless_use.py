@@ -15,6 +15,8 @@ import evaluate
 import export
 import predict
 import train
+from {{ cookiecutter.package_name }}.data import check as data_check
+from {{ cookiecutter.package_name }}.devkit import __main__ as device_table
 from {{ cookiecutter.package_name }}.devkit import checkpoint as ckpt
 from {{ cookiecutter.package_name }}.devkit.atomic import DiskFullError
 
@@ -31,6 +33,29 @@ def one_error_line(capsys) -> str:
     assert len(err) == 1, err
     assert "Traceback" not in err[0]
     return err[0]
+
+
+MISTYPED = {  # a command line with one mistake each, and the word the error must name
+    "train.py --epochs abc": (train.main, ["--epochs", "abc"], "--epochs"),
+    "train.py --no-such-flag": (train.main, ["--no-such-flag"], "--no-such-flag"),
+    "evaluate.py (no checkpoint)": (evaluate.main, [], "checkpoint"),
+    "predict.py --topk many": (predict.main, ["last.pt", "cat.png", "--topk", "many"], "--topk"),
+    "export.py --format zip": (export.main, ["last.pt", "--format", "zip", "--out", "model"], "--format"),
+    "devkit cuda:0 cuda:1": (device_table.main, ["cuda:0", "cuda:1"], "cuda:1"),
+    "data check (no data)": (data_check.main, ["check"], "data"),
+}
+
+
+@pytest.mark.parametrize("command", MISTYPED)
+def test_a_mistyped_command_line_is_one_line_and_exit_2(command, capsys):
+    """A flag or value argparse refuses is one line on stderr naming it, and exit 2, for every CLI: not a screen of
+    usage with the error below it (the last line a log keeps may be the usage's)."""
+    main, argv, named = MISTYPED[command]
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    out, err = capsys.readouterr()
+    assert stopped.value.code == 2 and out == "", out
+    assert len(err.splitlines()) == 1 and err.startswith("error:") and named in err and "--help" in err, err
 
 
 @pytest.fixture(scope="module")

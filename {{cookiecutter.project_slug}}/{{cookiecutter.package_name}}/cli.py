@@ -11,7 +11,10 @@ import sys
 import traceback
 from collections.abc import Callable
 
+from .devkit.edge import ArgumentParser  # the CLIs' parser: a bad flag is one line and exit 2
 from .errors import EXPLAINED_FAILURES, USER_ERRORS, one_line
+
+__all__ = ["ArgumentParser", "add_allow_import", "run_cli"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 

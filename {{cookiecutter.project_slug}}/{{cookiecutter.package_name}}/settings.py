@@ -19,6 +19,7 @@ from .config import usable_cores  # also settings.usable_cores: the bound --thre
 from .config_file import read_config_file
 from .data import DEMO_IMAGE_SIZE
 from .data.transforms import AUGMENTATIONS, MAX_IMAGE_SIZE
+from .devkit.edge import ArgumentParser
 from .devkit.precision import DTYPES
 from .errors import ConfigError
 from .training import optimization, progress, recipe, wrapping
@@ -186,7 +187,7 @@ def get_args_parser(installed: list | None = None) -> argparse.ArgumentParser:
     """train.py's flags in groups, with the choices `installed` plugins add (default: this project's); a flag not
     typed is absent from the parsed namespace (SUPPRESS)."""
     installed = plugins.load_plugins() if installed is None else installed
-    p = argparse.ArgumentParser(description="Train the image classifier.", argument_default=argparse.SUPPRESS)
+    p = ArgumentParser(description="Train the image classifier.", argument_default=argparse.SUPPRESS)
     chosen = choices(installed)
     for add in (_data_flags, _model_flags, _optimisation_flags, _run_folder_flags, _device_flags):
         add(p, chosen)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ..devkit.edge import ArgumentParser
 from .errors import DataError
 from .folders import IMPORT_PATH, load_splits
 
@@ -92,7 +93,7 @@ def get_args_parser() -> argparse.ArgumentParser:
     from ..config import TrainConfig
 
     defaults = TrainConfig()
-    p = argparse.ArgumentParser(prog=f"python -m {__package__}", description="Check a dataset as train.py reads it.")
+    p = ArgumentParser(prog=f"python -m {__package__}", description="Check a dataset as train.py reads it.")
     sub = p.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="decode every image of DATA's train and val splits and report problems")
     check.add_argument("data", help="what train.py's --data takes: train/ and val/ of class folders, class "

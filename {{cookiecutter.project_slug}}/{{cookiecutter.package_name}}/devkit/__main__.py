@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import platform
@@ -13,6 +12,7 @@ import sys
 import torch
 
 from .backends import DeviceError, available_devices, backend_count, backend_module, format_bytes, format_table
+from .edge import ArgumentParser
 from .gpus import gpu_info, index_order_warning
 from .precision import cpu_bf16_native
 from .resolve import describe_device, resolve_device
@@ -64,7 +64,7 @@ def _gpu_lines() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the devices this machine has, which physical GPU each cuda:N is, and what SPEC resolves to."""
-    parser = argparse.ArgumentParser(description="Show this machine's devices and resolve a spec.")
+    parser = ArgumentParser(description="Show this machine's devices and resolve a spec.")
     parser.add_argument("spec", nargs="?", default="auto",
                         help="e.g. cuda:1, auto:free, auto:free:8GiB, GPU-<uuid> (default: auto)")
     args = parser.parse_args(argv)

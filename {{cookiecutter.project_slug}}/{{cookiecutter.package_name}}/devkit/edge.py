@@ -13,12 +13,17 @@ adopts the kit needs only:
 
     if __name__ == "__main__":
         sys.exit(run_main(main))               # "error: ...", exit 2; anything else keeps its traceback
+
+A mistyped flag is bad input too: `ArgumentParser` is argparse's, but its error is that one line and exit 2,
+without the usage block (which can fill a screen and push the error itself out of a log's last lines).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 from .backends import DeviceError
 from .checkpoint import CheckpointError
@@ -35,3 +40,10 @@ def run_main(main: Callable[[], int | None]) -> int:
     except KIT_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose bad flag or value is one line on stderr and EXIT_BAD_INPUT (--help has the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"error: {message} (see {self.prog} --help)\n")
