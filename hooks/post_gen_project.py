@@ -11,13 +11,13 @@ ANSWERS = json.loads(r"""{{ cookiecutter | tojson }}""")
 
 PACKAGE = ANSWERS["package_name"]
 # What each answer brings, as whole files and folders (README "What each answer brings"); removed when not chosen.
-# The compile cache comes with the answers whose runs restart often (elastic restarts, requeues).
-COMPILE_CACHE = [f"{PACKAGE}/plugins/compile_cache.py", "tests/plugins/test_compile_cache.py",
-                 "benchmarks/compile_cache.py"]
 BROUGHT_BY = {
+    # with the compile cache: runs that restart (torchrun's elastic restarts, scheduler=slurm's requeues, which
+    # needs ddp) need not compile again
     ("multi_gpu", "ddp"): [f"{PACKAGE}/plugins/ddp", "tests/plugins/ddp", "scripts/launch_ddp.sh",
-                           "docs/multi-node.md", *COMPILE_CACHE],
-    ("scheduler", "slurm"): ["scripts/slurm_train.sh", "docs/preemption.md", *COMPILE_CACHE],
+                           "docs/multi-node.md", f"{PACKAGE}/plugins/compile_cache.py",
+                           "tests/plugins/test_compile_cache.py", "benchmarks/compile_cache.py"],
+    ("scheduler", "slurm"): ["scripts/slurm_train.sh", "docs/preemption.md"],
     ("tracker", "tensorboard"): [f"{PACKAGE}/plugins/tensorboard.py", "tests/plugins/test_tensorboard.py"],
     ("tracker", "mlflow"): [f"{PACKAGE}/plugins/mlflow.py", f"{PACKAGE}/plugins/_tracker_run.py",
                             "tests/plugins/test_mlflow.py"],

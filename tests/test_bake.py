@@ -60,8 +60,8 @@ OPTION_FILES = {
     "{pkg}/plugins/fine_tuning/__init__.py": lambda answers: answers["fine_tuning"] == "yes",
     "docs/fine-tuning.md": lambda answers: answers["fine_tuning"] == "yes",
     "docs/gpu-decode.md": lambda answers: answers["gpu_decode"] == "yes",
-    "{pkg}/plugins/compile_cache.py": lambda answers: answers["multi_gpu"] == "ddp" or answers["scheduler"] == "slurm",
-    "benchmarks/compile_cache.py": lambda answers: answers["multi_gpu"] == "ddp" or answers["scheduler"] == "slurm",
+    "{pkg}/plugins/compile_cache.py": lambda answers: answers["multi_gpu"] == "ddp",
+    "benchmarks/compile_cache.py": lambda answers: answers["multi_gpu"] == "ddp",
 }
 
 LICENSE_MARKERS = {

@@ -1,7 +1,7 @@
 """--compile's cache beside last.pt, so a resumed or requeued run does not pay the whole compile again.
 
-It comes with the answers whose runs restart often (multi_gpu=ddp: torchrun's elastic restarts; scheduler=slurm:
-requeues); a project without them compiles afresh on --resume, as torch does by default.
+It comes with the multi_gpu=ddp answer, whose runs restart often (torchrun's elastic restarts, and the requeues of
+scheduler=slurm, which needs ddp); a project without it compiles afresh on --resume, as torch does by default.
 
 After an epoch in which this process compiled, torch's compiled artifacts (`torch.compiler.
 save_cache_artifacts`, torch 2.7+) are written to the run folder with what made them: the torch and Triton
