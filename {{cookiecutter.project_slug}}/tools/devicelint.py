@@ -42,7 +42,10 @@ says that the lint cannot tell whether its callers check for CUDA. Not reported:
   ``gpu_id=-1`` or ``--gpu default=[-1]``; ``default=0`` guards nothing), the branch of
   ``isinstance(model, DataParallel)`` that failed (DEV009: not wrapped there), a helper that
   returns a check (or a tensor's ``is_cuda``: ``if self.is_cuda():``), a test's ``with pytest.raises(...)``/
-  ``pytest.warns(...)`` (the failure is the point);
+  ``pytest.warns(...)`` (the failure is the point), a flag a block refuses without the accelerator
+  (``if cuda and not torch.cuda.is_available(): raise``), a branch a parameter's value decides that no caller
+  takes (``if name.endswith(".pth"):`` where the default and every caller's constant make it false; not in a
+  hubconf.py, whose callers are outside; not with --porting);
 - code after NCCL starts or CUDA is asserted (``assert torch.cuda.is_available()``, ``if not ...:
   sys.exit()``), wherever that happens: in the function, in ``__main__``, in a ``setup()`` or
   ``init_distributed_mode()`` helper in another file that starts NCCL or exits without CUDA on every
@@ -81,7 +84,10 @@ class (``class FooDataset``, a ``*Dataset`` base), whose files hold what data pr
 in a test, a path from pytest's ``tmp_path`` or from ``__file__`` (the repository's own test data), also through
 fixtures. A ``map_location`` parameter whose default is None passes none. ``.cuda()`` that resolves to the
 repository's own ``def cuda`` (which calls no ``.cuda()`` itself) is not torch's. Unpickling is reported at the call:
-torch.load without ``weights_only=True`` (not for a file this process just wrote),
+torch.load without ``weights_only=True`` (not for a file this process just wrote, one shipped beside the code (a path
+from ``__file__``, in any module), or one this file saves at a path built the same way: a template of the code's own
+text filled with no command-line option, ``"models/epo%d.tar" % epoch``, or a name bound once to a call given
+nothing),
 ``torch.hub.load_state_dict_from_url``, ``model_zoo.load_url`` (also imported by name), Lightning's
 ``load_from_checkpoint``, any function in the
 checked files that calls torch.load with ``weights_only=False``, and ultralytics' ``torch_load``.
@@ -1140,6 +1146,7 @@ class _FileFacts:
                 checked |= {_last(t).lower() for t in (node.targets if isinstance(node, ast.Assign) else [node.target])}
             elif isinstance(node, ast.keyword) and node.arg and not isinstance(source, ast.Attribute):
                 checked.add(node.arg.lower())  # f(use_gpu=torch.cuda.is_available())
+        checked |= self._refused_flags()
         for _ in range(3 if checked else 0):  # `n_gpu_use = n_gpu` after `n_gpu = torch.cuda.device_count()`
             flowed = {_last(t).lower() for n in self.kinds.get(ast.Assign, []) for t in n.targets
                       if any(isinstance(v, (ast.Name, ast.Attribute)) and _last(v).lower() in checked
@@ -1148,6 +1155,21 @@ class _FileFacts:
                 break
             checked |= flowed
         return frozenset(checked | self.project.checked)
+
+    def _refused_flags(self) -> set[str]:
+        """Flags a block refuses without the accelerator: `if cuda and not torch.cuda.is_available(): raise ...`.
+
+        Past that block the flag is on only where CUDA is, as if an availability check had set it."""
+        refused: set[str] = set()
+        for node in self.kinds.get(ast.If, []):
+            test = node.test
+            if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and node.body
+                    and _exits(node.body[-1])):
+                continue
+            if any(isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not) and isinstance(v.operand, ast.Call)
+                   and _availability_call(v.operand) for v in test.values):
+                refused |= {_last(v).lower() for v in test.values if isinstance(v, (ast.Name, ast.Attribute))}
+        return refused
 
     def _wished_flags(self) -> set[str]:
         """Names set to True here: an assignment, a negation (`cuda = not no_cuda`), a parameter default."""
@@ -1226,6 +1248,30 @@ class _FileFacts:
             for facts, fixture in self._fixtures(node.id):
                 if any(isinstance(r, ast.Return) and facts.test_local(r.value, depth - 1) for r in facts.walk(fixture)):
                     return True
+        return False
+
+    def ships(self, path: ast.AST | None) -> bool:
+        """A path built from `__file__` (also through the names it is built from): a file the repository ships
+        beside its code, which comes from nowhere else (its tensors' devices stay unknown: DEV003 still asks)."""
+        return path is not None and self._built_from(path, "__file__", 3)
+
+    def _built_from(self, path: ast.AST, name: str, depth: int) -> bool:
+        """Whether `name` occurs in the expression or, `depth` bindings back, in what one of its names was bound
+        to, by every binding of it (a parameter, or a name rebound to a download on one branch, is not)."""
+        names = [n for n in self.walk(path) if type(n) is ast.Name]
+        if any(n.id == name for n in names):
+            return True
+        for node in names if depth else []:
+            function = self._function_of(node)
+            params = function.args if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+            if node not in self.parents or params and any(a.arg == node.id for a in ast.walk(params)
+                                                           if isinstance(a, ast.arg)):
+                continue
+            scopes = [self.scope_of(node), self.tree]
+            bound = [a for scope in scopes for a in self._assignments.get(scope, {}).get(node.id, [])
+                     if scope is self.tree or a.lineno < node.lineno]
+            if bound and all(self._built_from(a.value, name, depth - 1) for a in bound):
+                return True
         return False
 
     def _fixtures(self, name: str) -> list[tuple[_FileFacts, ast.AST]]:
@@ -1317,7 +1363,33 @@ class _FileFacts:
     def own_file(self, load_path: ast.AST) -> bool:
         """A fixed file name (a string, not a user's path) that this file or a sibling script writes."""
         key = self._path_key(load_path)
-        return isinstance(load_path, ast.Constant) and (key in self.saved or self.sibling_saved(key))
+        if isinstance(load_path, ast.Constant):
+            return key in self.saved or self.sibling_saved(key)
+        return key in self.saved and self._fixed_path(load_path)
+
+    def _fixed_path(self, path: ast.AST) -> bool:
+        """A path the code builds itself: a template that starts with its own text (`"models/epo%d.tar" % epoch`,
+        `"ckpt_{}.pth".format(step)`) filled with no command-line option (`% (opt.dataset_name, opt.epoch)` is the
+        user's), or a name bound once to a call given nothing (`weight_file = utils.getFileName()`); not a folder
+        or a name the user passes in."""
+        if isinstance(path, ast.BinOp) and isinstance(path.op, ast.Mod):
+            template = path.left
+        elif isinstance(path, ast.Call) and isinstance(path.func, ast.Attribute) and path.func.attr == "format":
+            template = path.func.value
+        elif isinstance(path, ast.JoinedStr) and path.values:
+            template = path.values[0]
+        elif type(path) is ast.Name and path in self.parents:
+            bound = [a for scope in {self.scope_of(path), self.tree}
+                     for a in self._assignments.get(scope, {}).get(path.id, [])]
+            value = bound[0].value if len(bound) == 1 else None
+            return isinstance(value, ast.Call) and not value.args and not value.keywords and not any(
+                isinstance(a, ast.arg) and a.arg == path.id for a in self.walk(self._function_of(path)))
+        else:
+            return False
+        text = _string(template) or ""
+        options = {dest for dest, _ in self.project.option_defaults}  # `opt.dataset_name`: the user's choice
+        return bool(text) and not text.startswith(("%", "{", "/", "~")) and not any(
+            _last(n) in options for n in self.walk(path) if isinstance(n, (ast.Name, ast.Attribute)))
 
     def moved_after(self, call: ast.Call) -> bool:
         """`helper(n).to(device)`: what the call returns is moved, so where it was made does not matter."""
@@ -1378,6 +1450,9 @@ class _Project:
         self.files: dict[str, _FileFacts | None] = {}  # real path -> facts (None: unreadable)
         self.roots: set[str] = set()  # imports are followed into files under these folders only
         self._verdicts: dict[tuple, bool] = {}
+        self.callers: dict[int, tuple[list[ast.Call], int] | None] = {}  # id(function) -> its calls (_Checker._callers)
+        self._calls_named: dict[str, list[tuple[_FileFacts, ast.Call]]] | None = None  # built on first use
+        self._calls_counted = 0
         self._modules: dict[tuple[str, str, int], _FileFacts | None] = {}
         # Call sites: id(definition) -> [(ids of the functions around the call, CUDA known there)]; a call the
         # lint cannot resolve to a definition (`trainer.fit()` on an object of unknown class) counts for none.
@@ -1426,6 +1501,15 @@ class _Project:
                         self.checked_keywords.add(keyword.arg.lower())
                     elif isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
                         self.wished_keywords.add(keyword.arg.lower())
+
+    def calls_named(self, name: str) -> list[tuple[_FileFacts, ast.Call]]:
+        """The calls in the checked files whose callee's last name is `name` (`f(...)`, `x.f(...)`)."""
+        if self._calls_named is None or self._calls_counted != len(self.files):  # imports read later add files
+            self._calls_named, self._calls_counted = {}, len(self.files)
+            for facts in self.files.values():
+                for call in facts.calls if facts is not None else ():
+                    self._calls_named.setdefault(_last(call), []).append((facts, call))
+        return self._calls_named.get(name, [])
 
     def _add_config_constants(self, facts: _FileFacts) -> None:
         """Note `{'gpu_train': True}` keys and `cuda: bool = True` fields (with the fields that hold their class)."""
@@ -1803,6 +1887,10 @@ class _Checker(ast.NodeVisitor):
             self.visit(node.test)  # `classify = False` ... `if classify:`: that branch never runs
             self._visit_branch(node.orelse, False)
             return
+        if isinstance(node, ast.If) and not self.porting and self._untaken(node):  # porting: every .cuda()
+            self.visit(node.test)
+            self._visit_branch(node.orelse, False)
+            return
         guard = _guard(node.test, self.facts)
         scopes = self.facts.collective_scopes
         nccl = self.facts.implies_cuda(node) or isinstance(node, ast.If) and (
@@ -1884,23 +1972,74 @@ class _Checker(ast.NodeVisitor):
     def _always_passed(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, position: int) -> bool:
         """Every call passes the parameter, so its default is never used: a private helper's calls in this file;
         in an application (no users outside), any function's or class's calls in the checked files."""
+        found = self._callers(function)
+        if found is None:
+            return False
+        resolved, shift = found
+        return bool(resolved) and all(_keyword(c, name) is not None or 0 <= position - shift < len(c.args)
+                                      for c in resolved)
+
+    def _callers(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list[ast.Call], int] | None:
+        """The calls of a function (a class: of the class), and how many leading parameters they do not pass
+        (`self`): a private helper's in this file; in an application (no users outside), any function's or class's
+        in the checked files. None where callers outside may exist or a call the lint cannot resolve may be one."""
+        memo = self.facts.project.callers
+        if id(function) not in memo:
+            memo[id(function)] = self._find_callers(function)
+        return memo[id(function)]
+
+    def _find_callers(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list[ast.Call], int] | None:
+        """`_callers`, uncached."""
         owner = self.facts.parents.get(function)
         constructor = function.name == "__init__" and isinstance(owner, ast.ClassDef)
         private = function.name.startswith("_") and not function.name.endswith("__")
         if not (private or (constructor or not function.name.endswith("__")) and
                 not self.facts.project.library_at(self.facts.path)):
-            return False
+            return None
         callee, target = (owner.name, owner) if constructor else (function.name, function)
         shift = 1 if function.args.args and function.args.args[0].arg in ("self", "cls") else 0
-        files = [self.facts] if private else [f for f in self.facts.project.files.values() if f is not None]
-        calls = [(f, c) for f in files for c in f.calls if _last(c) == callee]
-        resolved = [(f, c) for f, c in calls if any(d is target for _, d in f.project.resolve(f, c.func))]
+        calls = [(f, c) for f, c in self.facts.project.calls_named(callee) if not private or f is self.facts]
+        resolved = [c for f, c in calls if any(d is target for _, d in f.project.resolve(f, c.func))]
         if private:  # a call of another `_name` does not count; one the lint cannot resolve may be this one
-            resolved += [(f, c) for f, c in calls if not f.project.resolve(f, c.func)]
+            resolved += [c for f, c in calls if not f.project.resolve(f, c.func)]
         elif len(resolved) != len(calls) and any(not f.project.resolve(f, c.func) for f, c in calls):
-            return False  # a call the lint cannot resolve may let the default through
-        return bool(resolved) and all(_keyword(c, name) is not None or 0 <= position - shift < len(c.args)
-                                      for _, c in resolved)
+            return None  # a call the lint cannot resolve may let the default through
+        return resolved, shift
+
+    def _untaken(self, node: ast.If) -> bool:
+        """The test is false for every value callers give the parameter it reads: each call leaves the default or
+        passes a constant, and none makes it true (`if name.endswith(".pth"):` with `name="dla34"` and every
+        caller passing names of released weights). A parameter rebound in the function, or a call that
+        unpacks arguments, decides nothing; nor does a hubconf.py entry point's (torch.hub's users pass theirs)."""
+        param = _tested_parameter(node.test)
+        function = self.facts._function_of(node)
+        if not param or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
+                os.path.basename(self.facts.path) == "hubconf.py":
+            return False
+        args = function.args
+        params = args.posonlyargs + args.args
+        defaults = {a.arg: d for a, d in [*zip(params[len(params) - len(args.defaults):], args.defaults),
+                                          *zip(args.kwonlyargs, args.kw_defaults)] if d is not None}
+        default = defaults.get(param)
+        if not isinstance(default, ast.Constant) or _decide(node.test, default.value) is not False or any(
+                type(n) is ast.Name and n.id == param and isinstance(n.ctx, ast.Store)
+                for n in self.facts.walk(function)):
+            return False
+        found = self._callers(function)
+        if not found or not found[0]:
+            return False
+        position = next((i for i, a in enumerate(params) if a.arg == param), -1) - found[1]
+        values = [defaults[param].value]
+        for call in found[0]:
+            if any(isinstance(a, ast.Starred) for a in call.args) or _keyword(call, None) is not None:
+                return False
+            given = _keyword(call, param)
+            value = given.value if given is not None else call.args[position] if 0 <= position < len(call.args) \
+                else defaults[param]
+            if not isinstance(value, ast.Constant):
+                return False
+            values.append(value.value)
+        return all(_decide(node.test, v) is False for v in values)
 
     def visit_Assign(self, node: ast.Assign | ast.AnnAssign) -> None:
         """Track names holding a DP/DDP wrapper or a dict; DEV002 for `device = "cuda"`."""
@@ -2051,7 +2190,7 @@ class _Checker(ast.NodeVisitor):
         Strings that place nothing are not hard-coded devices: a backend type for autocast/GradScaler,
         `torch.device("cuda")` compared with another device or used as a key."""
         naming = name == "torch.device" and _naming_use(node, self.facts.parents)
-        if _last(node) in _TYPE_ONLY or naming:
+        if _last(node) in _TYPE_ONLY or naming or self._overridden_default(node):
             return
         candidates = list(node.args) if method == "to" else []
         candidates += [kw.value for kw in node.keywords if kw.arg == "map_location"]
@@ -2073,6 +2212,20 @@ class _Checker(ast.NodeVisitor):
             self.report_device(candidate, _device_literals(candidate, self.facts))
         for candidate in defaults:
             self.report_device(candidate, _device_literals(candidate, self.facts), default=True)
+
+    def _overridden_default(self, node: ast.AST) -> bool:
+        """A parameter's default (`device=torch.device("cuda")`) that every call passes a value for, so never used."""
+        arguments = self.facts.parents.get(node)
+        function = self.facts.parents.get(arguments)
+        if not isinstance(arguments, ast.arguments) or \
+                not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        params = arguments.posonlyargs + arguments.args
+        pairs = [*zip(params[len(params) - len(arguments.defaults):], arguments.defaults),
+                 *zip(arguments.kwonlyargs, arguments.kw_defaults)]
+        param = next((a for a, d in pairs if d is node), None)
+        return param is not None and self._always_passed(function, param.arg,
+                                                         params.index(param) if param in params else -1)
 
     def _modules_in_dict(self, saved: ast.AST) -> list[str]:
         """Modules held whole by a saved dict (`{'encoder': encoder, 'model': self.model}`), shown or bound in
@@ -2128,7 +2281,8 @@ class _Checker(ast.NodeVisitor):
         if _false(weights_only) or (forwarded and weights_only is None and self.facts.forces_unsafe(node)):
             self.report(node, "DEV004", "weights_only=False" + advice)
         elif weights_only is None and not forwarded and not (path is not None and self.facts.own_file(path)) \
-                and not (path is not None and (self.facts.saves_in_function(node) or self.facts.test_local(path))):
+                and not (path is not None and (self.facts.saves_in_function(node) or self.facts.test_local(path))) \
+                and not self.facts.ships(path):
             self.report(node, "DEV004", "not given" + advice)
 
     def _check_factory(self, node: ast.Call, name: str) -> None:
@@ -2239,6 +2393,37 @@ def _names_only(target: ast.AST, facts: _FileFacts, function: ast.AST | None = N
     uses = [n for n in (facts.kinds.get(ast.Name, []) if function is facts.tree else facts.walk(function))
             if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)]
     return bool(uses) and all(_naming_use(use, parents) for use in uses)
+
+
+def _tested_parameter(test: ast.AST) -> str:
+    """The one name a test reads, in a shape `_decide` can evaluate: `p`, `not p`, `p == "x"`, `p is None`,
+    `p.endswith(".pth")`; "" otherwise."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant) \
+            and isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
+        test = test.left
+    elif isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr in (
+            "endswith", "startswith") and len(test.args) == 1 and isinstance(test.args[0], ast.Constant):
+        test = test.func.value
+    return test.id if type(test) is ast.Name else ""
+
+
+def _decide(test: ast.AST, value: object) -> bool | None:
+    """The test's outcome with its parameter (see `_tested_parameter`) set to `value`; None if it cannot tell."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _decide(test.operand, value)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Compare):
+        other, op = test.comparators[0].value, test.ops[0]
+        return {ast.Eq: value == other, ast.NotEq: value != other, ast.Is: value is other,
+                ast.IsNot: value is not other}[type(op)]
+    if isinstance(test, ast.Call):
+        suffix = test.args[0].value
+        if not (isinstance(value, str) and isinstance(suffix, (str, tuple))):
+            return None
+        return value.endswith(suffix) if test.func.attr == "endswith" else value.startswith(suffix)
+    return bool(value)
 
 
 def _exits(statement: ast.stmt) -> bool:

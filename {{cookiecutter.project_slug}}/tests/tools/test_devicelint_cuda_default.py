@@ -930,3 +930,162 @@ def test_the_top_of_a_script_whose_main_starts_nccl_runs_only_where_cuda_is(tmp_
         """
     findings = tree(tmp_path, {"train.py": script, "tools/launch.py": script, "run.py": "import launch\n"})
     assert where(findings, tmp_path) == [("tools/launch.py", 4, "DEV002")]
+
+
+# Round 11 (tuned on held-out 9): branches no caller takes, files the code ships or writes itself, refusals.
+def test_a_file_shipped_beside_the_code_is_unpickled_from_nowhere_else() -> None:
+    """A path built from `__file__` (directly or through the names it is built from) is the repository's own file:
+    no DEV004, though DEV003 still asks for map_location; a name a parameter or a download may bind is the user's."""
+    source = """
+        import os
+        import torch
+        from pathlib import Path
+        def superglue(weights="indoor"):
+            path = Path(__file__).parent / "weights/superglue_{}.pth".format(weights)
+            return torch.load(str(path))
+        ROOT = os.path.dirname(os.path.abspath(__file__))
+        def mtcnn():
+            state_path = os.path.join(ROOT, "data", "pnet.pt")
+            return torch.load(state_path)
+        def upsampler(model_path):
+            if model_path.startswith("https://"):
+                model_path = download(model_path, os.path.join(ROOT, "weights"))
+            return torch.load(model_path, map_location="cpu")
+        def fetch(url):
+            path = download(url)
+            if not os.path.exists(path):
+                path = os.path.join(ROOT, "fallback.pth")
+            return torch.load(path, map_location="cpu")
+        """
+    assert found(source) == [(7, "DEV003"), (11, "DEV003"), (15, "DEV004"), (20, "DEV004")]
+
+
+def test_a_flag_refused_without_cuda_is_set_only_where_cuda_is() -> None:
+    """`if cuda and not torch.cuda.is_available(): raise` makes `cuda` an availability-checked flag past it."""
+    source = """
+        import torch
+        cuda = not opt.nocuda
+        if cuda and not torch.cuda.is_available():
+            raise Exception("No GPU found, please run with --nocuda")
+        device = torch.device("cuda" if cuda else "cpu")
+        """
+    assert found(source) == []
+    assert found(source.replace('raise Exception("No GPU found, please run with --nocuda")', "print('no GPU')")) \
+        == [(6, "DEV002")]
+
+
+DLA = """
+    import torch
+    from torch.utils import model_zoo
+    class DLA(torch.nn.Module):
+        def load_pretrained_model(self, data="imagenet", name="dla34", hash="ba72cf86"):
+            if name.endswith(".pth"):
+                weights = torch.load(data + name)
+            else:
+                weights = model_zoo.load_url(data + name + hash, map_location="cpu", weights_only=True)
+            self.load_state_dict(weights)
+    def dla34(pretrained):
+        model = DLA()
+        if pretrained:
+            model.load_pretrained_model(data="imagenet", name="dla34")
+        return model
+    def dla46_c(pretrained=None):
+        model = DLA()
+        if pretrained is not None:
+            model.load_pretrained_model(pretrained, NAME)
+        return model
+    """
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ('"dla46_c"', []),  # every caller leaves the default or passes a released name: the branch never runs
+    ('"dla46_c.pth"', [("dla.py", 7, "DEV003"), ("dla.py", 7, "DEV004")]),  # one caller takes it
+    ("pretrained", [("dla.py", 7, "DEV003"), ("dla.py", 7, "DEV004")]),  # not a constant: cannot tell
+])
+def test_a_branch_only_a_parameter_no_caller_gives_takes_is_unreached(tmp_path: Path, name: str, expected) -> None:
+    """`if name.endswith(".pth"):` where the default and every caller's constant make it false reaches nothing."""
+    files = {"dla.py": DLA.replace("NAME", name), "train.py": "from dla import dla34, dla46_c\nm = dla34(True)\n"}
+    assert where(tree(tmp_path, files), tmp_path) == expected
+
+
+def test_porting_reports_what_a_branch_no_caller_takes_holds(tmp_path: Path) -> None:
+    """--porting (the generated project's own setting) reports every `.cuda()`, in an untaken branch too."""
+    source = """
+        import torch
+        def helper(x, move=False):
+            if move:
+                return x.cuda()
+            return x
+        y = helper(torch.zeros(1))
+        """
+    assert where(tree(tmp_path, {"train.py": source}), tmp_path) == []
+    assert where(tree(tmp_path, {}, porting=True), tmp_path) == [("train.py", 5, "DEV001")]
+
+
+def test_a_hub_entry_points_branch_is_taken_by_torch_hubs_users(tmp_path: Path) -> None:
+    """hubconf.py's functions are called from outside: `if pretrained:` there is taken whatever the repository
+    passes."""
+    hub = """
+        import torch
+        def detr(pretrained=False):
+            if pretrained:
+                return torch.hub.load_state_dict_from_url("https://x/detr.pth", map_location="cpu")
+        def detr_panoptic(pretrained=False):
+            return detr(pretrained=False)
+        """
+    assert where(tree(tmp_path, {"hubconf.py": hub}), tmp_path) == [("hubconf.py", 5, "DEV004")]
+
+
+def test_a_load_at_a_path_the_code_saves_built_the_same_way_is_its_own_file(tmp_path: Path) -> None:
+    """A template of the code's own (`"models/epo%d.tar" % epoch`) or a name bound once to a call given nothing, saved
+    to in the same file, is the program's own file: no DEV004; a template filled with a command-line option is the
+    user's path."""
+    supervisor = """
+        import torch
+        class Supervisor:
+            def save_model(self, epoch, state):
+                torch.save(state, "models/epo%d.tar" % epoch)
+            def load_model(self):
+                return torch.load("models/epo%d.tar" % self._epoch_num, map_location="cpu")
+        """
+    main = """
+        import torch
+        import utils
+        weight_file = utils.getFileName()
+        if LOAD:
+            state = torch.load(weight_file, map_location="cpu")
+        torch.save(state, weight_file)
+        """
+    gan = """
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--dataset_name", default="facades")
+        opt = parser.parse_args()
+        state = torch.load("saved_models/%s/G.pth" % opt.dataset_name, map_location="cpu")
+        torch.save(state, "saved_models/%s/G.pth" % opt.dataset_name)
+        """
+    findings = tree(tmp_path, {"supervisor.py": supervisor, "main.py": main, "gan.py": gan})
+    assert where(findings, tmp_path) == [("gan.py", 7, "DEV004")]
+
+
+def test_a_torch_device_default_every_caller_overrides_is_never_used(tmp_path: Path) -> None:
+    """`device=torch.device("cuda")` as a default is quiet where every call in the application passes the device, as
+    a `"cuda"` string default is; one call leaving it out makes it the device used."""
+    files = {
+        "smplify.py": """
+            import torch
+            class TemporalSMPLify:
+                def __init__(self, step_size=1e-2, device=torch.device("cuda")):
+                    self.device = device
+            """,
+        "demo.py": """
+            import torch
+            from smplify import TemporalSMPLify
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            smplify = TemporalSMPLify(step_size=0.1, device=device)
+            """,
+    }
+    assert where(tree(tmp_path, files), tmp_path) == []
+    (tmp_path / "fit.py").write_text("from smplify import TemporalSMPLify\nfit = TemporalSMPLify(0.1)\n")
+    assert where(tree(tmp_path, {}), tmp_path) == [("smplify.py", 4, "DEV002")]
