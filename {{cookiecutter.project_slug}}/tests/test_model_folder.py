@@ -95,21 +95,52 @@ def exported_folder(backbone: str, tmp_path: Path) -> tuple[torch.nn.Module, Pat
     return model, folder
 
 
-@pytest.mark.parametrize("backbone", ["resnet18", "mobilenet_v3_small", "googlenet"])
-def test_the_cards_five_lines_load_it_with_torchvision_alone(backbone, tmp_path):
+FIVE_LINE_BACKBONES = ["resnet18", "mobilenet_v3_small", "googlenet"]
+
+# Each card's snippet in its own folder and namespace, in one fresh Python: a snippet that fails is its own row.
+RUN_SNIPPETS = """
+import json, os, sys, traceback
+rows = {}
+for name, folder, snippet, images in json.loads(sys.argv[1]):
+    os.chdir(folder)
+    space = {}
+    try:
+        exec(snippet + "import torch\\nlogits = model(torch.load(" + repr(images) + ")).tolist()\\n", space)
+        rows[name] = {"logits": space["logits"]}
+    except BaseException:
+        rows[name] = {"error": traceback.format_exc()[-2000:]}
+print(json.dumps(rows))
+"""
+
+
+@pytest.fixture(scope="module")
+def five_line_runs(tmp_path_factory) -> dict[str, tuple[dict, torch.Tensor]]:
+    """Each backbone's card snippet run in a fresh Python with no project on the path (-I, cwd the folder), all in
+    one interpreter (its start is most of the cost): what it gave, and the logits of the exported model itself."""
+    jobs, expected = [], {}
+    for backbone in FIVE_LINE_BACKBONES:
+        tmp_path = tmp_path_factory.mktemp(backbone)
+        model, folder = exported_folder(backbone, tmp_path)
+        snippet = re.search(r"```python\n(.*?)```", (folder / "README.md").read_text(), re.S).group(1)
+        images = torch.randn(2, 3, 64, 64)
+        torch.save(images, tmp_path / "images.pt")
+        jobs.append([backbone, str(folder), snippet, str(tmp_path / "images.pt")])
+        with torch.no_grad():
+            expected[backbone] = model(images)
+    result = subprocess.run([sys.executable, "-I", "-c", RUN_SNIPPETS, json.dumps(jobs)],
+                            cwd=tmp_path_factory.getbasetemp(), capture_output=True, text=True, timeout=HANG_S)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = json.loads(result.stdout)
+    return {backbone: (rows[backbone], expected[backbone]) for backbone in FIVE_LINE_BACKBONES}
+
+
+@pytest.mark.parametrize("backbone", FIVE_LINE_BACKBONES)
+def test_the_cards_five_lines_load_it_with_torchvision_alone(backbone, five_line_runs):
     """The card's snippet, run in a fresh Python with no project on the path: torchvision's own model, the same
     logits (a Linear head at fc, at classifier[3] after a hidden layer, GoogLeNet without its auxiliary heads)."""
-    model, folder = exported_folder(backbone, tmp_path)
-    snippet = re.search(r"```python\n(.*?)```", (folder / "README.md").read_text(), re.S).group(1)
-    images = torch.randn(2, 3, 64, 64)
-    torch.save(images, tmp_path / "images.pt")
-    check = snippet + f"import torch\nprint(model(torch.load({str(tmp_path / 'images.pt')!r})).tolist())\n"
-    result = subprocess.run([sys.executable, "-I", "-c", check], cwd=folder, capture_output=True, text=True,
-                            timeout=HANG_S)
-    assert result.returncode == 0, result.stderr[-2000:]
-    with torch.no_grad():
-        expected = model(images)
-    assert torch.allclose(torch.tensor(json.loads(result.stdout)), expected, atol=1e-5)
+    row, expected = five_line_runs[backbone]
+    assert "error" not in row, row.get("error")
+    assert torch.allclose(torch.tensor(row["logits"]), expected, atol=1e-5)
 
 
 def test_a_model_torchvision_cannot_rebuild_says_so_in_its_card(tmp_path):
