@@ -133,6 +133,7 @@ import functools
 import gc
 import glob
 import io
+import itertools
 import os
 import re
 import sys
@@ -261,6 +262,8 @@ _FALL, _RET, _LOOP, _EXIT, _EST = "falls through", "returns", "leaves the loop",
 _HIDEABLE = {"DEV001", "DEV002", "DEV003", "DEV010", "DEV012"}
 _IGNORE = re.compile(r"#\s*devicelint:\s*ignore(?:\[([^\]]*)\])?", re.IGNORECASE)
 _DEVICE_MODULE = re.compile(r"^\s*#\s*devicelint:\s*device-module\b", re.IGNORECASE | re.MULTILINE)
+# The same without the line start: it begins with "#", which the regex engine finds fast, not at every position.
+_DEVICE_MARK = re.compile(r"#\s*devicelint:\s*device-module\b", re.IGNORECASE)
 _CUDA, _NOT_CUDA = "cuda", "not-cuda"
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 # Calls that hand back the module or tensor they were called on: `Net().to(device).eval()` is still a Net.
@@ -310,7 +313,10 @@ def _last(node: ast.AST) -> str:
 
 def _keyword(call: ast.Call, name: str | None) -> ast.keyword | None:
     """The `name=` keyword of a call; name None finds `**kwargs` (then anything may be passed)."""
-    return next((kw for kw in call.keywords if kw.arg == name), None)
+    for keyword in call.keywords:  # a loop, not next(generator): this runs several times for every call
+        if keyword.arg == name:
+            return keyword
+    return None
 
 
 def _string(node: ast.AST | None) -> str | None:
@@ -346,9 +352,9 @@ def _guard(test: ast.AST, facts: _FileFacts | None = None) -> str | None:
 
 def _availability_call(call: ast.Call) -> bool:
     """`torch.cuda.is_available()`, `torch.cuda.device_count()` and their mps/xpu/accelerator twins."""
-    name = _dotted(call.func)
-    return any(a in name for a in ("cuda", "mps", "xpu", "accelerator")) and \
-        name.endswith((".is_available", ".device_count", ".is_initialized"))
+    name = _dotted(call.func)  # the suffix first: most calls fail it, and it is the cheaper test
+    return name.endswith((".is_available", ".device_count", ".is_initialized")) and \
+        any(a in name for a in ("cuda", "mps", "xpu", "accelerator"))
 
 
 # A flag's name says "accelerator" in one of its words: `use_cuda`, `n_gpu`, `ngpus`, `multiGPU`, `requires_cuda`
@@ -364,6 +370,7 @@ def _flag_key(node: ast.AST) -> str:
     return ".".join(_dotted(node).lower().split(".")[-2:]) if isinstance(node, ast.Attribute) else _last(node).lower()
 
 
+@functools.lru_cache(maxsize=4096)  # asked of every keyword of every call; the same few names come back
 def _accel_flag(name: str) -> bool:
     """Whether a (lower-case) flag name has an accelerator word in it."""
     return bool(_ACCEL_WORD.search(name))
@@ -585,26 +592,46 @@ _NO_CHILDREN: list[ast.AST] = []  # shared by every leaf; never mutated
 _LEAVES = (ast.Name, ast.Constant)
 
 
-def _child_nodes(node: ast.AST) -> list[ast.AST]:
-    """ast.iter_child_nodes as a list, leaving out the shared context and operator singletons."""
-    kind = type(node)
-    if kind in _LEAVES:
-        return _NO_CHILDREN
-    fields = _FIELDS.get(kind)
-    if fields is None:
-        fields = _FIELDS[kind] = tuple(f for f in node._fields if f not in ("ctx", "op", "ops"))
-    found: list[ast.AST] = []
-    for name in fields:
-        value = getattr(node, name, None)
-        if type(value) is list:
-            if value:
-                found += [item for item in value if isinstance(item, ast.AST)]
-        elif isinstance(value, ast.AST):
-            found.append(value)
-    return found
+def _index(tree: ast.Module) -> tuple[dict, dict, list[ast.AST], dict[type, list[ast.AST]]]:
+    """Child lists, parents, every node (in ast.walk's breadth-first order) and the nodes of each type, in one pass.
+
+    Like ast.iter_child_nodes, without the shared context and operator singletons. This loop runs for every node
+    of every file, so it is written out flat: no call per node, no generator."""
+    children: dict[ast.AST, list[ast.AST]] = {}
+    parents: dict[ast.AST, ast.AST] = {}
+    nodes: list[ast.AST] = [tree]
+    kinds: dict[type, list[ast.AST]] = {}
+    node_class = ast.AST
+    for node in nodes:  # grows while iterating: breadth first, like ast.walk
+        kind = type(node)
+        same = kinds.get(kind)
+        if same is None:
+            kinds[kind] = [node]
+        else:
+            same.append(node)
+        if kind in _LEAVES:
+            children[node] = _NO_CHILDREN
+            continue
+        fields = _FIELDS.get(kind)
+        if fields is None:
+            fields = _FIELDS[kind] = tuple(f for f in node._fields if f not in ("ctx", "op", "ops"))
+        kids: list[ast.AST] = []
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:  # `Dict.keys` may hold None, `Global.names` strings
+                    if isinstance(item, node_class):
+                        kids.append(item)
+                        parents[item] = node
+            elif isinstance(value, node_class):
+                kids.append(value)
+                parents[value] = node
+        children[node] = kids
+        nodes += kids
+    return children, parents, nodes, kinds
 
 
-_VISITORS: dict[tuple[type, type], Callable] = {}  # (checker class, node type) -> method (filled as types are met)
+_VISITORS: dict[type, dict[type, Callable]] = {}  # checker class -> node type -> method (filled as types are met)
 
 
 class _FileFacts:
@@ -614,18 +641,8 @@ class _FileFacts:
         self.tree, self.path = tree, path
         self.project = project or _Project()
         # One pass, in ast.walk's breadth-first order: every later walk reuses these child lists.
-        self.children: dict[ast.AST, list[ast.AST]] = {}
-        self.parents: dict[ast.AST, ast.AST] = {}
-        self.nodes: list[ast.AST] = [tree]
-        kinds: dict[type, list[ast.AST]] = {}
-        for node in self.nodes:  # grows while iterating: breadth first, like ast.walk
-            kids = _child_nodes(node)
-            self.children[node] = kids
-            kinds.setdefault(type(node), []).append(node)
-            for kid in kids:
-                self.parents[kid] = node
-            self.nodes.extend(kids)
-        self.kinds = kinds
+        self.children, self.parents, self.nodes, self.kinds = _index(tree)
+        kinds = self.kinds
         self.folder = os.path.dirname(os.path.abspath(path))
         self._walks: dict[ast.AST, list[ast.AST]] = {}
         self._memo: dict[ast.stmt, frozenset[str]] = {}
@@ -756,6 +773,11 @@ class _FileFacts:
         return found
 
     @functools.cached_property
+    def availability_calls(self) -> list[ast.Call]:
+        """The availability checks called here (`torch.cuda.is_available()`), found once for the rules that ask."""
+        return [c for c in self.calls if _availability_call(c)]
+
+    @functools.cached_property
     def availability_flags(self) -> frozenset[str]:
         """Names assigned straight from an availability check (`pin_memory = torch.cuda.is_available()`)."""
         return frozenset(_last(t).lower() for n in self.kinds.get(ast.Assign, []) if
@@ -768,7 +790,7 @@ class _FileFacts:
     @functools.cached_property
     def resolves_devices(self) -> bool:
         """The project's device module: a function here checks availability and returns a device."""
-        functions = {self._function_of(c) for c in self.calls if _availability_call(c)}
+        functions = {self._function_of(c) for c in self.availability_calls}
         return any(isinstance(r, ast.Return) and r.value is not None and _names_device(r.value, self)
                    for f in functions if isinstance(f, ast.FunctionDef) for r in self.walk(f))
 
@@ -855,15 +877,15 @@ class _FileFacts:
     @functools.cached_property
     def switched_off(self) -> set[str]:
         """Names bound once, to False/None/0, and never rebound: `if name:` under them never runs."""
-        stores: Counter[str] = Counter()
         falsy = set()
-        for node in self.kinds.get(ast.Name, []):
-            if isinstance(node.ctx, ast.Store):
-                stores[node.id] += 1
         for node in self.kinds.get(ast.Assign, []):
             if isinstance(node.value, ast.Constant) and not node.value.value and len(node.targets) == 1 and \
                     isinstance(node.targets[0], ast.Name):
                 falsy.add(node.targets[0].id)
+        if not falsy:
+            return set()  # most files: no need to count the stores of every name
+        store = ast.Store
+        stores = Counter(n.id for n in self.kinds.get(ast.Name, []) if n.id in falsy and type(n.ctx) is store)
         params = {a.arg for n in self.kinds.get(ast.arguments, []) for a in n.posonlyargs + n.args + n.kwonlyargs}
         return {name for name in falsy if stores[name] == 1 and name not in params and name not in self.mentions_global}
 
@@ -876,7 +898,7 @@ class _FileFacts:
     def mentions(self) -> Counter[str]:
         """Names read, called or spelt in a string (a string may be looked up), with how often; the dotted
         parts of a string an eval builds its name from (`eval('models.' + name + '.get_pose_net')`) too."""
-        counts = Counter(_mentions(self.kinds))
+        counts = Counter(_mentions(self.kinds, self.names_read))
         if "eval" in counts or "exec" in counts:
             counts.update(part for c in self.calls if type(c.func) is ast.Name and c.func.id in ("eval", "exec")
                           for n in self.walk(c) if type(n) is ast.Constant and type(n.value) is str
@@ -886,18 +908,22 @@ class _FileFacts:
     @functools.cached_property
     def name_reads(self) -> Counter[str]:
         """Bare names read (`fliplr(img)`), with how often."""
-        return Counter(n.id for n in self.kinds.get(ast.Name, []) if isinstance(n.ctx, ast.Load))
+        return Counter(self.names_read)
+
+    @functools.cached_property
+    def names_read(self) -> list[str]:
+        """Bare names read, in order (one pass over every name, kept for mentions and name_reads)."""
+        return _names_read(self.kinds)
 
     @functools.cached_property
     def availability_holders(self) -> set[ast.AST]:
         """Every node with an availability check inside it (the checks and all that is around them)."""
         found: set[ast.AST] = set()
-        for call in self.calls:
-            if _availability_call(call):
-                node: ast.AST | None = call
-                while node is not None and node not in found:
-                    found.add(node)
-                    node = self.parents.get(node)
+        for call in self.availability_calls:
+            node: ast.AST | None = call
+            while node is not None and node not in found:
+                found.add(node)
+                node = self.parents.get(node)
         return found
 
     @functools.cached_property
@@ -1034,8 +1060,10 @@ class _FileFacts:
 
     def establishes(self, statement: ast.stmt) -> bool:
         """After this statement CUDA exists: every path through it that goes on started NCCL or checked for CUDA."""
-        outcomes = self.outcomes([statement])
-        return _EST in outcomes and not outcomes & {_FALL, _LOOP}
+        outcomes = self._memo.get(statement)  # outcomes([statement]), without building a block's set for one
+        if outcomes is None:
+            outcomes = self._memo[statement] = self._statement_outcomes(statement)
+        return _EST in outcomes and _FALL not in outcomes and _LOOP not in outcomes
 
     def outcomes(self, body: list[ast.stmt]) -> set[str]:
         """How a block can end: falls through, returns, leaves a loop, exits, or with CUDA established."""
@@ -1136,7 +1164,7 @@ class _FileFacts:
     def checked_flags(self) -> frozenset[str]:
         """Names an availability check flows into: an assignment (`n_gpu = torch.cuda.device_count()`), a keyword."""
         checked: set[str] = set()
-        sources = [c for c in self.calls if _availability_call(c)] + \
+        sources = list(self.availability_calls) + \
             [a for a in self.kinds.get(ast.Attribute, []) if a.attr == "is_cuda"]
         for source in sources:  # the assignment or keyword each availability check flows into
             node = self.parents.get(source)
@@ -1791,16 +1819,18 @@ class _Checker(ast.NodeVisitor):
         self.dicts: list[set[str]] = [set()]  # per function scope: names bound to a dict
         self.wrapped_attrs: set[str] = set()  # `self.model = DDP(...)` outlives the method
         self.moved: set[int] = set()  # factory calls whose result is moved with .to()/.type_as()
+        self._methods = _VISITORS.setdefault(type(self), {})
+        self.checked = _checked_nodes(type(self), facts)
 
     def visit(self, node: ast.AST) -> None:
         """Dispatch like ast.NodeVisitor, with the method looked up once per node type."""
-        key = (type(self), type(node))
-        method = _VISITORS.get(key)
+        kind = type(node)
+        method = self._methods.get(kind)
         if method is None:
-            method = _VISITORS[key] = getattr(type(self), "visit_" + type(node).__name__, None) \
+            method = self._methods[kind] = getattr(type(self), "visit_" + kind.__name__, None) \
                 or type(self).generic_visit
         method(self, node)
-        if type(node) in _MAY_ESTABLISH and self.facts.establishes(node):
+        if kind in _MAY_ESTABLISH and self.facts.establishes(node):
             self.cuda_only += 1  # restored where the block ends (a function, a branch, a loop)
 
     def known(self) -> bool:
@@ -1817,8 +1847,9 @@ class _Checker(ast.NodeVisitor):
         if children is None:
             super().generic_visit(node)
             return
+        checked = self.checked
         for child in children:
-            if type(child) not in _LEAVES:  # names and constants carry no rule of their own
+            if child in checked:  # a subtree with nothing any rule looks at is not walked (over half the nodes)
                 self.visit(child)
 
     def report(self, node: ast.AST, code: str, detail: str = "") -> None:
@@ -1952,7 +1983,8 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         """DEV010: `torch.cuda.FloatTensor` and friends exist only with CUDA (a type test makes no tensor)."""
-        if _TYPED_CUDA.match(_dotted(node)) and not self.known() and not _type_test(node, self.facts.parents):
+        typed = node.attr.endswith("Tensor") and _TYPED_CUDA.match(_dotted(node))  # the cheap test first
+        if typed and not self.known() and not _type_test(node, self.facts.parents):
             self.report(node, "DEV010", _dotted(node))
         self.generic_visit(node)
 
@@ -2137,11 +2169,13 @@ class _Checker(ast.NodeVisitor):
 
     def _check_runtime(self, node: ast.Call, name: str, method: str) -> None:
         """DEV012: CUDA runtime calls and `Tensor.pin_memory()` raise without a CUDA driver."""
-        if self.known() or self.facts.resolves_devices or self.allow_device_strings:
-            return
-        if name.startswith("torch.cuda.") and name[11:] in _CUDA_RUNTIME:
+        runtime = name.startswith("torch.cuda.") and name[11:] in _CUDA_RUNTIME
+        if not (runtime or method == "pin_memory") or self.known() or self.facts.resolves_devices or \
+                self.allow_device_strings:
+            return  # the name first: it rules out nearly every call, and costs least
+        if runtime:
             self.report(node, "DEV012", f"{name}()")
-        elif method == "pin_memory" and not node.args and not node.keywords and \
+        elif not node.args and not node.keywords and \
                 not (self.parents and getattr(self.parents[-1], "name", "") == "pin_memory"):
             self.report(node, "DEV012", ".pin_memory()")  # a batch's own pin_memory() runs only when pinning
 
@@ -2293,6 +2327,22 @@ class _Checker(ast.NodeVisitor):
             self.report(node, "DEV007", f"{name}() is created on the CPU")
 
 
+def _checked_nodes(checker: type, facts: _FileFacts) -> set[ast.AST]:
+    """The nodes whose subtree holds one the checker acts on: a node of a type it has a visitor for or asks
+    about after visiting, or a `torch.cuda.*Tensor` attribute (no other attribute, name or constant has a rule)."""
+    acted_on = {kind for kind in facts.kinds if hasattr(checker, "visit_" + kind.__name__)} | _MAY_ESTABLISH
+    acted_on -= {ast.Attribute, ast.Constant}
+    found: set[ast.AST] = set()
+    parents = facts.parents
+    starts = [node for kind in acted_on for node in facts.kinds.get(kind, ())]
+    starts += [node for node in facts.kinds.get(ast.Attribute, ()) if node.attr.endswith("Tensor")]  # _TYPED_CUDA
+    for node in starts:
+        while node is not None and node not in found:  # up to the root, or to a node already found
+            found.add(node)
+            node = parents.get(node)
+    return found
+
+
 def _lookup_default(call: ast.Call) -> list[ast.AST]:
     """The fallback of a device lookup: `getattr(args, "device", "cuda")`, `cfg.get("device", "cuda")`, getenv."""
     name = _last(call)
@@ -2307,10 +2357,11 @@ def _collective(call: ast.Call) -> bool:
     """A torch.distributed collective (`dist.all_reduce(x)`): a process group exists.
 
     So does a `DistributedSampler(dataset)` not told its replicas and rank: it asks the default group."""
-    if _last(call) == "DistributedSampler":
+    last = _last(call)
+    if last == "DistributedSampler":
         told = len(call.args) >= 3 or _keyword(call, "num_replicas") and _keyword(call, "rank")
         return not told and _keyword(call, None) is None
-    return _last(call) in _COLLECTIVES and _dotted(call.func).startswith(("dist.", "torch.distributed."))
+    return last in _COLLECTIVES and _dotted(call.func).startswith(("dist.", "torch.distributed."))
 
 
 def _stored(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
@@ -2507,7 +2558,7 @@ def _ignored(source: str) -> dict[int, set[str] | None]:
 
 def _marked_device_module(source: str) -> bool:
     """Whether a comment line says `# devicelint: device-module` (the file names devices on purpose)."""
-    if not _DEVICE_MODULE.search(source):
+    if not (_DEVICE_MARK.search(source) and _DEVICE_MODULE.search(source)):  # most files: the first says no
         return False
     try:  # a comment, not the same text inside a string
         return any(t.type == tokenize.COMMENT and _DEVICE_MODULE.match(t.string) and t.line.lstrip().startswith("#")
@@ -2699,10 +2750,9 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
     so no user of an installed package calls in), also module-level functions and classes, unless they
     are decorated (registered), named like tests, in hubconf.py, or reachable by an eval of the module's names.
     A file that stops at an import of a module the repository lacks (`broken`) names nothing."""
-    mentioned: Counter[str] = Counter()
-    for facts in files:
-        if id(facts) not in (broken or {}):
-            mentioned.update(facts.mentions)
+    # counted in one go: Counter.update(another Counter) adds key by key in Python, once per file
+    mentioned = Counter(itertools.chain.from_iterable(facts.mentions.elements() for facts in files
+                                                      if id(facts) not in (broken or {})))
     # an eval of names reaches its own module's definitions, and what that module imports
     dynamic = set().union(*(f.dynamic_names - {n.name for n in f.defs_at_top()} for f in files))
     definers: dict[str, list[_FileFacts]] = {}  # name -> the files that define it at their top level
@@ -2751,9 +2801,16 @@ def _builds_cuda_extension(facts: _FileFacts) -> bool:
         any(_last(c) in ("create_extension", "load") for c in builders)
 
 
-def _mentions(kinds: dict[type, list[ast.AST]]) -> list[str]:
-    """Every name read (a Name, an attribute) or spelt as an identifier string, once per occurrence."""
-    return [n.id for n in kinds.get(ast.Name, []) if isinstance(n.ctx, ast.Load)] + \
+def _names_read(kinds: dict[type, list[ast.AST]]) -> list[str]:
+    """The ids of the names read (not bound), once per occurrence."""
+    load = ast.Load  # the context is always this class itself, never a subclass
+    return [n.id for n in kinds.get(ast.Name, []) if type(n.ctx) is load]
+
+
+def _mentions(kinds: dict[type, list[ast.AST]], read: list[str] | None = None) -> list[str]:
+    """Every name read (a Name, an attribute) or spelt as an identifier string, once per occurrence; `read`: the
+    names read, when already known."""
+    return (_names_read(kinds) if read is None else read) + \
         [n.attr for n in kinds.get(ast.Attribute, [])] + [n.name for n in kinds.get(ast.alias, [])] + \
         [n.value for n in kinds.get(ast.Constant, []) if type(n.value) is str and n.value.isidentifier()]
 
