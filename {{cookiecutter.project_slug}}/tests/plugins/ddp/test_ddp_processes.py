@@ -1,14 +1,18 @@
 """The ranks as the core sees them (DistributedProcesses): rank 0's decisions on every rank, the validation figures of
-the whole split on every rank, the per-step agreement kept on the host, and which GPU a rank may train on."""
+the whole split on every rank, the per-step agreement kept on the host, leaving the group while a gloo worker still
+needs the GIL, and which GPU a rank may train on."""
 
 from __future__ import annotations
 
 import os
+import time
 import types
 
 import pytest
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
+from conftest import HANG_S
 from ddp_helpers import free_port, torchrun_env
 from torch import nn
 
@@ -132,6 +136,50 @@ def test_the_ddp_step_agreement_keeps_its_flags_on_the_host(monkeypatch):
         assert processes.max([0, 3]) == [0, 3]
     finally:
         processes.close()
+
+
+def _until_the_group_is_gone(_) -> None:
+    """Python for a gloo worker to run after a collective (as when it frees tensors Python let go of): it needs the
+    GIL until its rank has destroyed the group."""
+    while dist.is_initialized():
+        time.sleep(0.01)
+
+
+def _leave(rank: int, port: int, attached) -> None:
+    """One rank of a two-rank gloo job ending a run (DistributedProcesses.finish, then close): rank 0 leaves while its
+    last collective's worker still has Python to run; rank 1 completes that collective once rank 0 has set it up."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.pop("TORCHELASTIC_RESTART_COUNT", None)
+    processes = DistributedProcesses(CPU)
+    try:
+        processes.gather("digest")
+        if rank == 0:  # the callback is attached before the collective can complete: a gloo worker runs it
+            dist.all_reduce(torch.ones(1), async_op=True).get_future().then(_until_the_group_is_gone)
+            attached.set()
+        else:
+            attached.wait(HANG_S)
+            processes.total(torch.ones(1))
+    finally:
+        processes.close()
+
+
+def test_a_rank_leaves_its_group_while_a_gloo_worker_still_needs_the_gil():
+    """Closing returns while a gloo worker still needs the GIL (to free the last collective's tensors, or to run a
+    callback): leaving the group must not hold the GIL while it waits for that worker. Before, a rank hung in
+    destroy_process_group now and then right after its last agreement (seen on torch 2.4)."""
+    context = mp.get_context("spawn")
+    attached, port = context.Event(), free_port()
+    ranks = [context.Process(target=_leave, args=(rank, port, attached)) for rank in range(2)]
+    for rank in ranks:
+        rank.start()
+    for rank in ranks:
+        rank.join(timeout=HANG_S)
+    hung = [number for number, rank in enumerate(ranks) if rank.is_alive()]
+    for number in hung:
+        ranks[number].kill()
+    assert not hung, f"ranks {hung} hung while leaving the process group"
+    assert [rank.exitcode for rank in ranks] == [0, 0]
 
 
 def test_ddp_rank_must_train_on_its_own_gpu(fake_cuda, monkeypatch):

@@ -143,11 +143,26 @@ class DistributedProcesses(Processes):
         """Leave the process group, also after errors (once: a second call does nothing)."""
         if not dist.is_initialized():
             return
+        # A gloo worker may still hold the last collective's tensors after Python let go of them, and takes the
+        # GIL to free them. Torch 2.4 frees a process group with the GIL held while its gloo backend joins that
+        # worker: the rank hung in destroy_process_group (newer torch lets go of the GIL there, pytorch#154976).
+        # A gloo backend's own handle lets go of the GIL while it joins, so the last references are ours.
+        backends = gloo_backends([dist.group.WORLD, self.control])
         dist.destroy_process_group()
         # The group lives on in reference cycles (through the DDP model) until the interpreter's last
         # collection, when a gloo worker still holding the final collective's tensors must take the GIL to
         # free them: the rank dies of SIGABRT after a successful run. Collected now, it ends cleanly.
         gc.collect()
+        backends.clear()
+
+
+def gloo_backends(groups: list[dist.ProcessGroup | None]) -> list:
+    """The gloo backends (the host-side workers) of `groups`; None and groups without one are skipped."""
+    backends = []
+    for group in filter(None, groups):
+        with contextlib.suppress(RuntimeError):  # an nccl-only group has no CPU backend
+            backends.append(group._get_backend(torch.device("cpu")))
+    return backends
 
 
 def weights_digest(model: nn.Module) -> str:
