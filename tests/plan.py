@@ -77,6 +77,7 @@ RUN_FIRST = [
     "tests/test_baked_runs.py::test_default_project_suite_passes_after_the_readme_install[slow]",
     "tests/test_baked_runs.py::test_the_answer_sets_cover_every_code_changing_answer",
     "tests/test_versions.py::test_a_generated_project_passes",
+    "tests/test_baked_runs.py::test_plugin_slow_tests_pass",  # the ddp bake's plugin tests: 5-7 minutes, not last
     "tests/test_ordinary_changes.py",
     "tests/test_baked_runs.py::test_default_project_suite_passes_after_the_readme_install[quick]",
     "tests/test_baked_runs.py::test_quick_tier_passes",

@@ -55,6 +55,7 @@ def compiled(tiny_data, tmp_path_factory):
                    "--backbone", "tiny_net:tiny", "--no-pretrained", "--image-size", "32", "--batch-size", "8",
                    "--workers", "0", "--compile", "--progress", "none", *extra]
         return subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=HANG_S)
+    run.user_cache = user / "cache"  # where these runs' user keeps the signing key
     return run
 
 
@@ -86,25 +87,41 @@ class Unpickled:
         return (open, (self.path, "w"))
 
 
-@pytest.mark.parametrize("damage", ["truncated", "another device", "a pickle from elsewhere"])
-def test_a_damaged_foreign_or_hostile_cache_is_ignored_with_a_note(compiled, first_epoch, tmp_path, damage):
-    """A cache cut short, made for another device, or replaced by a pickle that runs code: not trusted, never
-    unpickled; a note, and the run compiles anew."""
-    out, marker = shutil.copytree(first_epoch, tmp_path / "run"), tmp_path / "unpickled"
+def damage(out, how: str, marker) -> None:
+    """Spoil a run folder's cache: cut it short, say it was made for another device, or swap in a pickle that
+    runs code (the attacker can recompute a plain hash, not this user's HMAC)."""
     record = json.loads((out / compile_cache.KEY).read_text())
-    if damage == "truncated":
+    if how == "truncated":
         (out / compile_cache.CACHE).write_bytes((out / compile_cache.CACHE).read_bytes()[:100])
-    elif damage == "another device":
+    elif how == "another device":
         record["made_for"]["device"] = "cuda:0 (NVIDIA H100 80GB HBM3)"
-        (out / compile_cache.KEY).write_text(json.dumps(record))
-    else:  # the attacker can recompute a plain hash, not this user's HMAC
+    else:
         hostile = pickle.dumps(Unpickled(str(marker)))
         (out / compile_cache.CACHE).write_bytes(hostile)
         record["signature"] = hashlib.sha256(hostile).hexdigest()
-        (out / compile_cache.KEY).write_text(json.dumps(record))
+    (out / compile_cache.KEY).write_text(json.dumps(record))
+
+
+def test_a_resumed_run_with_a_damaged_cache_compiles_anew_with_a_note(compiled, first_epoch, tmp_path):
+    """A cache cut short is not trusted: the resumed run says so and compiles as it would without one."""
+    out = shutil.copytree(first_epoch, tmp_path / "run")
+    damage(out, "truncated", tmp_path / "unpickled")
     resumed = compiled(out, "--epochs", "2", "--resume", str(out))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "note: compile cache ignored" in resumed.stderr and "compile cache: loaded" not in resumed.stderr
+
+
+@pytest.mark.parametrize("how", ["truncated", "another device", "a pickle from elsewhere"])
+def test_a_damaged_foreign_or_hostile_cache_is_ignored_with_a_note(compiled, first_epoch, tmp_path, monkeypatch,
+                                                                   how):
+    """What a resumed run's plugin does first (`load`, as CompileCache.start calls it): a cache cut short, made for
+    another device, or replaced by a pickle that runs code is not trusted, never unpickled, and said in a note.
+    (The run around it is the test above: one compile per resume is minutes of CI.)"""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(compiled.user_cache))  # the key the first run signed with
+    out, marker = shutil.copytree(first_epoch, tmp_path / "run"), tmp_path / "unpickled"
+    damage(out, how, marker)
+    note = compile_cache.load(out, torch.device("cpu"))
+    assert note is not None and note.startswith("note: compile cache ignored"), note
     assert not marker.exists()
 
 
