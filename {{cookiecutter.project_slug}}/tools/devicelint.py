@@ -291,6 +291,13 @@ class LintError(Exception):
     """A file that could not be checked at all (undecodable, unreadable, nested too deeply)."""
 
 
+def _parameter_defaults(arguments: ast.arguments) -> list[tuple[ast.arg, ast.expr]]:
+    """Each parameter that has a default, with its default: the positional ones, then the keyword-only ones."""
+    params = arguments.posonlyargs + arguments.args
+    return [*zip(params[len(params) - len(arguments.defaults):], arguments.defaults),
+            *((a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None)]
+
+
 def _dotted(node: ast.AST) -> str:
     """`torch.nn.DataParallel` for a Name/Attribute chain, '' for anything else."""
     kind = type(node)  # exact types: this runs for most nodes, and ast's node classes are never subclassed here
@@ -730,9 +737,7 @@ class _FileFacts:
             if dest not in self.options_declared:
                 options.append((dest, default))
         for node in self.kinds.get(ast.arguments, []):
-            params = node.posonlyargs + node.args
-            options += [(a.arg.lower(), d) for a, d in zip(params[len(params) - len(node.defaults):], node.defaults)]
-            options += [(a.arg.lower(), d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+            options += [(a.arg.lower(), d) for a, d in _parameter_defaults(node)]
         for name, default in options:
             if name and _accel_flag(name):
                 found.setdefault(name, []).append(_int_default(default))
@@ -1210,10 +1215,8 @@ class _FileFacts:
                     (_string(node.value.slice) or "").lower() in self.project.constant_keys:
                 wished |= {_flag_key(t) for t in node.targets}  # `GPU = cfg['gpu_train']`, True in every config
         for node in self.kinds.get(ast.arguments, []):
-            params = node.posonlyargs + node.args
-            pairs = list(zip(params[len(params) - len(node.defaults):], node.defaults))
-            pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
-            wished |= {a.arg.lower() for a, d in pairs if isinstance(d, ast.Constant) and d.value is True}
+            wished |= {a.arg.lower() for a, d in _parameter_defaults(node)
+                       if isinstance(d, ast.Constant) and d.value is True}
         return wished
 
     def forces_unsafe(self, load: ast.Call) -> bool:
@@ -1316,11 +1319,8 @@ class _FileFacts:
         function = self._function_of(at)
         if type(value) is not ast.Name or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
-        args = function.args
-        params = args.posonlyargs + args.args
-        pairs = [*zip(params[len(params) - len(args.defaults):], args.defaults),
-                 *zip(args.kwonlyargs, args.kw_defaults)]
-        if not any(a.arg == value.id and isinstance(d, ast.Constant) and d.value is None for a, d in pairs):
+        if not any(a.arg == value.id and isinstance(d, ast.Constant) and d.value is None
+                   for a, d in _parameter_defaults(function.args)):
             return False
         return not any(type(n) is ast.Name and n.id == value.id and isinstance(n.ctx, ast.Store)
                        for n in self.walk(function))
@@ -1992,11 +1992,8 @@ class _Checker(ast.NodeVisitor):
         """DEV002 for `def f(device="cuda")`: a hidden default device is still a hard-coded one.
 
         Unless the function only names a backend with it (`torch.get_autocast_dtype(device)`, comparisons)."""
-        args = function.args
-        params = args.posonlyargs + args.args
-        pairs = list(zip(params[len(params) - len(args.defaults):], args.defaults, strict=True))
-        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
-        for param, default in pairs:
+        params = function.args.posonlyargs + function.args.args
+        for param, default in _parameter_defaults(function.args):
             if "device" in param.arg and not _names_only(ast.Name(param.arg), self.facts, function) \
                     and not self._always_passed(function, param.arg, params.index(param) if param in params else -1):
                 self.report_device(default, _device_literals(default, self.facts), default=True)
@@ -2048,11 +2045,7 @@ class _Checker(ast.NodeVisitor):
         if not param or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
                 os.path.basename(self.facts.path) == "hubconf.py":
             return False
-        args = function.args
-        params = args.posonlyargs + args.args
-        defaults = {a.arg: d for a, d in [*zip(params[len(params) - len(args.defaults):], args.defaults),
-                                          *zip(args.kwonlyargs, args.kw_defaults)] if d is not None}
-        default = defaults.get(param)
+        default = {a.arg: d for a, d in _parameter_defaults(function.args)}.get(param)
         if not isinstance(default, ast.Constant) or _decide(node.test, default.value) is not False or any(
                 type(n) is ast.Name and n.id == param and isinstance(n.ctx, ast.Store)
                 for n in self.facts.walk(function)):
@@ -2060,14 +2053,15 @@ class _Checker(ast.NodeVisitor):
         found = self._callers(function)
         if not found or not found[0]:
             return False
+        params = function.args.posonlyargs + function.args.args
         position = next((i for i, a in enumerate(params) if a.arg == param), -1) - found[1]
-        values = [defaults[param].value]
+        values = [default.value]
         for call in found[0]:
             if any(isinstance(a, ast.Starred) for a in call.args) or _keyword(call, None) is not None:
                 return False
             given = _keyword(call, param)
             value = given.value if given is not None else call.args[position] if 0 <= position < len(call.args) \
-                else defaults[param]
+                else default
             if not isinstance(value, ast.Constant):
                 return False
             values.append(value.value)
@@ -2255,9 +2249,7 @@ class _Checker(ast.NodeVisitor):
                 not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
         params = arguments.posonlyargs + arguments.args
-        pairs = [*zip(params[len(params) - len(arguments.defaults):], arguments.defaults),
-                 *zip(arguments.kwonlyargs, arguments.kw_defaults)]
-        param = next((a for a, d in pairs if d is node), None)
+        param = next((a for a, d in _parameter_defaults(arguments) if d is node), None)
         return param is not None and self._always_passed(function, param.arg,
                                                          params.index(param) if param in params else -1)
 
