@@ -1,4 +1,4 @@
-"""--compile's cache (the ddp and slurm answers' plugin): a resumed run loads what the first one compiled; a damaged
+"""--compile's cache (the ddp answer's plugin): a resumed run loads what the first one compiled; a damaged
 or foreign cache is ignored.
 
 Real torch.compile runs (inductor on the CPU, with a tiny own backbone so a compile takes seconds), each in
