@@ -9,6 +9,7 @@ evaluate.py, a warning in predict.py.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import struct
@@ -74,30 +75,21 @@ def to_rgb(image: Image.Image) -> Image.Image:
 
 
 def load_rgb(path: str | os.PathLike, short_side: int | None = None) -> Image.Image:
-    """Open an image as 8-bit RGB (see to_rgb), refusing before decoding one that would exceed the memory budget.
-
-    `short_side`: the size the image will be resized to (its shorter side), for the budget. A decode
-    failure of any kind (see DECODE_ERRORS) or an image over budget becomes a DataError naming the file.
-    """
-    try:
-        with Image.open(path) as image:
-            check_size(image.size, short_side)  # from the header: nothing is decoded yet
-            return to_rgb(image)
-    except DataError as error:
-        raise DataError(f"cannot read image {path}: {error}") from None
-    except DECODE_ERRORS as error:
-        raise DataError(f"cannot read image {path}: {error}") from None
+    """Open an image file as 8-bit RGB (see to_rgb), refusing before decoding one over the memory budget (as_rgb)."""
+    return as_rgb(path, short_side)
 
 
 def as_rgb(item, short_side: int | None = None, name: str = "") -> Image.Image:
     """A dataset's image, given as a file path or as a PIL image, as 8-bit RGB within the memory budget.
 
-    `name`: what the DataError calls a PIL image (a path names itself).
+    `short_side`: the size the image will be resized to (its shorter side), for the budget. A decode
+    failure of any kind (see DECODE_ERRORS) or an image over budget becomes a DataError naming the file
+    (`name`: what it calls a PIL image; a path names itself).
     """
-    if not isinstance(item, Image.Image):
-        return load_rgb(item, short_side)
-    try:
-        check_size(item.size, short_side)
-    except DataError as error:
-        raise DataError(f"cannot read image {name or 'given'}: {error}") from None
-    return to_rgb(item)
+    given = isinstance(item, Image.Image)
+    try:  # a PIL image is the dataset's own: not closed here
+        with contextlib.nullcontext(item) if given else Image.open(item) as image:
+            check_size(image.size, short_side)  # from the header: nothing is decoded yet
+            return to_rgb(image)
+    except (DataError, *DECODE_ERRORS) as error:
+        raise DataError(f"cannot read image {(name or 'given') if given else item}: {error}") from None
