@@ -67,7 +67,7 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
     a plugin's for batches the device decodes (the gpu_decode answer).
     """
     if train:
-        sampler = EpochSampler(len(dataset), seed, shuffle=True, inner=sampler, batch_size=batch_size)
+        sampler = EpochSampler(len(dataset), seed, inner=sampler, batch_size=batch_size)
         dataset = SeededSamples(dataset, seed)
     generator = torch.Generator().manual_seed(seed)
     return SignalSafeLoader(

@@ -49,7 +49,7 @@ class EpochSampler(Sampler):
     """Yields (index, epoch) pairs in an order that is a function of (seed, epoch).
 
     With `inner` (e.g. a DistributedSampler) the indices are the inner sampler's, and
-    `set_epoch` is forwarded to it; otherwise they are a seeded permutation (or 0..n-1).
+    `set_epoch` is forwarded to it; otherwise they are a seeded permutation.
     `start` skips the epoch's first samples without drawing anything, so a run resumed mid-epoch
     sees the rest of the very order an uninterrupted run sees.
 
@@ -61,10 +61,8 @@ class EpochSampler(Sampler):
     rank: every rank drops alike and the ranks keep the same number of batches.
     """
 
-    def __init__(self, num_samples: int, seed: int, *, shuffle: bool = True, inner: Sampler | None = None,
-                 batch_size: int = 1):
-        self.num_samples, self.seed, self.shuffle, self.inner = num_samples, seed, shuffle, inner
-        self.batch_size = batch_size
+    def __init__(self, num_samples: int, seed: int, *, inner: Sampler | None = None, batch_size: int = 1):
+        self.num_samples, self.seed, self.inner, self.batch_size = num_samples, seed, inner, batch_size
         self.epoch, self.start = 0, 0
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
@@ -77,20 +75,13 @@ class EpochSampler(Sampler):
         """How many of an epoch's `total` samples are yielded: all but a lone last one."""
         return total - 1 if self.batch_size > 1 and total % self.batch_size == 1 else total
 
-    def _indices(self) -> list[int]:
-        indices = self._all_indices()
-        return indices[:self._kept(len(indices))]
-
-    def _all_indices(self) -> list[int]:
-        if self.inner is not None:
-            return list(self.inner)
-        if not self.shuffle:
-            return list(range(self.num_samples))
-        generator = torch.Generator().manual_seed(derive_seed(self.seed, self.epoch))
-        return torch.randperm(self.num_samples, generator=generator).tolist()
-
     def __iter__(self) -> Iterator[tuple[int, int]]:
-        return iter([(index, self.epoch) for index in self._indices()[self.start:]])
+        if self.inner is not None:
+            indices = list(self.inner)
+        else:
+            generator = torch.Generator().manual_seed(derive_seed(self.seed, self.epoch))
+            indices = torch.randperm(self.num_samples, generator=generator).tolist()
+        return iter([(index, self.epoch) for index in indices[self.start:self._kept(len(indices))]])
 
     def __len__(self) -> int:
         total = len(self.inner) if self.inner is not None else self.num_samples
@@ -137,9 +128,6 @@ class SeededSamples(Dataset):
         if not isinstance(key, tuple):
             return self.dataset[key]
         index, epoch = key
-        if get_worker_info() is not None:
-            _seed_cpu_rngs(derive_seed(self.seed, epoch, index))
-            return self.dataset[index]
-        with _global_rngs_preserved():
+        with contextlib.nullcontext() if get_worker_info() is not None else _global_rngs_preserved():
             _seed_cpu_rngs(derive_seed(self.seed, epoch, index))
             return self.dataset[index]
