@@ -26,14 +26,11 @@ _DECODE_BATCH = 64
 
 
 class CachedImages(Dataset):
-    """A Decoded dataset held in memory as uint8; same `classes`, `class_to_idx` and `targets`."""
+    """A Decoded dataset held in memory as uint8; same `classes` and `targets`."""
 
     def __init__(self, images: torch.Tensor, source: Decoded, transform: v2.Compose):
         self.images = images  # (N, 3, S, S) uint8
-        self.targets = list(source.targets)
-        self.classes, self.class_to_idx = source.classes, source.class_to_idx
-        self.root = source.root
-        self.transform = transform
+        self.targets, self.classes, self.transform = list(source.targets), source.classes, transform
 
     def __len__(self) -> int:
         """Number of images."""
@@ -63,10 +60,8 @@ def decode_all(dataset: Decoded, image_size: int, workers: int = 0) -> torch.Ten
     resized.transform = v2.Compose([v2.ToImage(), v2.Resize(image_size, antialias=True), v2.CenterCrop(image_size)])
     images = torch.empty((len(dataset), 3, image_size, image_size), dtype=torch.uint8)
     loader = DataLoader(resized, batch_size=_DECODE_BATCH, shuffle=False, num_workers=workers)
-    start = 0
-    for batch, _ in loader:  # (B, 3, S, S) uint8
-        images[start:start + len(batch)] = batch
-        start += len(batch)
+    for step, (batch, _) in enumerate(loader):  # (B, 3, S, S) uint8, in order
+        images[step * _DECODE_BATCH:(step + 1) * _DECODE_BATCH] = batch
     return images
 
 

@@ -21,8 +21,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+import torch.utils.data
 from PIL import Image
-from torch.utils.data import Dataset
 
 from .errors import DataError
 from .images import as_rgb
@@ -53,22 +53,16 @@ class FileImages:
         return self.paths[index], self.targets[index]
 
 
-class Subset:
+class Subset(torch.utils.data.Subset):
     """The images of `dataset` at `indices`: an ImageDataset (a --val-split side)."""
 
     def __init__(self, dataset: ImageDataset, indices: Sequence[int]):
-        self.dataset, self.indices = dataset, list(indices)
+        super().__init__(dataset, list(indices))
         self.classes = list(dataset.classes)
         self.targets = [dataset.targets[i] for i in self.indices]
         paths = getattr(dataset, "paths", None)
         if paths is not None:
             self.paths = [paths[i] for i in self.indices]
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, index: int):
-        return self.dataset[self.indices[index]]
 
 
 class Checked:
@@ -102,7 +96,7 @@ class Checked:
 
 def _plain_int(value) -> int | None:
     """A whole-number target as an int (Python, NumPy or a 0-dim tensor); None for anything else."""
-    if isinstance(value, bool) or isinstance(value, float):
+    if isinstance(value, (bool, float)):
         return None
     try:
         return operator.index(value.item() if hasattr(value, "item") and not isinstance(value, int) else value)
@@ -146,7 +140,7 @@ def check_dataset(dataset, name: str) -> Checked:
     return checked
 
 
-class Decoded(Dataset):
+class Decoded(torch.utils.data.Dataset):
     """An ImageDataset's images opened, checked against the memory budget and transformed: (tensor, target).
 
     `transform` may be replaced (the pipeline sets the uint8 one; the cache a resize-only one).
@@ -156,8 +150,6 @@ class Decoded(Dataset):
     def __init__(self, source: ImageDataset, transform: Callable | None, short_side: int | None = None):
         self.source, self.transform, self.short_side = source, transform, short_side
         self.classes = list(source.classes)
-        self.class_to_idx = {name: index for index, name in enumerate(self.classes)}
-        self.root = getattr(source, "root", "")
 
     @property
     def targets(self) -> list[int]:
