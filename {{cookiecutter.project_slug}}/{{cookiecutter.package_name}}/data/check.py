@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from ..devkit.edge import ArgumentParser
 from .errors import DataError
-from .folders import IMPORT_PATH, load_splits
+from .folders import IMPORT_PATH, class_counts, load_splits
 
 SPLITS = ("train", "val")
 CHECK_SIZE = 224  # the image size the memory budget is checked at when --image-size is not given
@@ -55,9 +55,7 @@ def report_split(dataset, split: str, workers: int, max_fraction: float, progres
     bad = [(name, reason) for name, size, reason in results if size is None]
     sizes = [size for _, size, _ in results if size is not None]
     lines = [f"{split}: {len(results)} images, {len(dataset.classes)} classes, {len(bad)} unreadable"]
-    counts = {name: 0 for name in dataset.classes}
-    for target in dataset.targets:
-        counts[dataset.classes[target]] += 1
+    counts = dict(zip(dataset.classes, class_counts(dataset).int().tolist()))
     problems = [f"{split}/{name} holds no images" for name, count in counts.items() if not count]
     lines += [f"  {name}: {count} ({count / max(len(results), 1):.1%})" for name, count in counts.items()]
     if sizes:

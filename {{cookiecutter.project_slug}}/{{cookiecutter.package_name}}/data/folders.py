@@ -151,7 +151,4 @@ def load_splits(root: Path | str, image_size: int | Preprocessing, *, val_split:
 
 def class_counts(dataset) -> torch.Tensor:
     """Images per class, as a float tensor of shape (num_classes,)."""
-    counts = torch.zeros(len(dataset.classes))
-    for target in dataset.targets:
-        counts[target] += 1
-    return counts
+    return torch.bincount(torch.tensor(dataset.targets, dtype=torch.long), minlength=len(dataset.classes)).float()

@@ -16,7 +16,7 @@ import csv
 import os
 from pathlib import Path
 
-from .dataset import FileImages
+from .dataset import FileImages, Subset
 from .errors import DataError
 
 LABELS_FILE = "labels.csv"  # what a --data folder holds to be read as a labels file
@@ -66,7 +66,7 @@ def check_rows(rows: list[dict[str, str]], csv_path: Path, has_split: bool) -> l
     return paths
 
 
-def read_labels(csv_path: Path) -> tuple[dict[str, FileImages], FileImages | None]:
+def read_labels(csv_path: Path) -> tuple[dict[str, Subset], FileImages | None]:
     """(split name -> its images, when the CSV has a split column; else {}, and all images to divide)."""
     rows = read_rows(csv_path)
     has_split = bool(rows) and "split" in rows[0]
@@ -76,26 +76,24 @@ def read_labels(csv_path: Path) -> tuple[dict[str, FileImages], FileImages | Non
     classes = sorted({row["label"].strip() for row in rows})
     index = {name: i for i, name in enumerate(classes)}
     targets = [index[row["label"].strip()] for row in rows]
-    root = str(csv_path.parent)
+    whole = FileImages(paths, targets, classes, str(csv_path.parent))
     if not has_split:
-        return {}, FileImages(paths, targets, classes, root)
-    named: dict[str, tuple[list[str], list[int]]] = {}
-    for path, target, row in zip(paths, targets, rows):
-        split_paths, split_targets = named.setdefault(row["split"].strip(), ([], []))
-        split_paths.append(path)
-        split_targets.append(target)
+        return {}, whole
+    splits = [row["split"].strip() for row in rows]
+    named = {split: Subset(whole, [i for i, name in enumerate(splits) if name == split])
+             for split in dict.fromkeys(splits)}
     check_splits(named, classes, csv_path)
-    return {split: FileImages(p, t, classes, root) for split, (p, t) in named.items()}, None
+    return named, None
 
 
-def check_splits(named: dict[str, tuple[list[str], list[int]]], classes: list[str], csv_path: Path) -> None:
+def check_splits(named: dict[str, Subset], classes: list[str], csv_path: Path) -> None:
     """A split column that names train and val as training reads them, and no class without training rows."""
     odd = sorted(split for split in named if split.lower() in ("train", "val") and split not in ("train", "val"))
     if odd:  # Train or VAL: read as two other splits, training would look for train/ and val/ folders instead
         raise DataError(f"{csv_path}: the split column holds {', '.join(odd)}; the splits training reads are "
                         "named train and val (lower case)")
     if "train" in named:
-        trained = set(named["train"][1])
+        trained = set(named["train"].targets)
         missing = [name for index, name in enumerate(classes) if index not in trained]
         if missing:
             raise DataError(f"{csv_path}: label(s) {', '.join(missing[:5])} have no train rows; a class the model "

@@ -56,8 +56,7 @@ def walk_images(folder: Path, hidden: list[str], links: list[str]) -> list[str]:
                 hidden.append(path)
             elif os.path.islink(path):
                 links.append(path)
-        dirs[:] = sorted(name for name in dirs
-                         if not name.startswith(".") and not os.path.islink(os.path.join(top, name)))
+        dirs[:] = sorted(name for name in dirs if not name.startswith("."))  # links: os.walk does not enter them
         hidden.extend(os.path.join(top, name) for name in sorted(files) if name.startswith("."))
         found.extend(os.path.join(top, name) for name in sorted(files) if is_image_name(name)
                      and os.path.isfile(os.path.join(top, name)))
