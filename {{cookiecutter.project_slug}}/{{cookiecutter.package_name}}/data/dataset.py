@@ -149,17 +149,12 @@ class Decoded(torch.utils.data.Dataset):
 
     def __init__(self, source: ImageDataset, transform: Callable | None, short_side: int | None = None):
         self.source, self.transform, self.short_side = source, transform, short_side
-        self.classes = list(source.classes)
-
-    @property
-    def targets(self) -> list[int]:
-        """One class index per image."""
-        return list(self.source.targets)
+        self.classes, self.targets = list(source.classes), list(source.targets)  # a target: a class index
 
     @property
     def samples(self) -> list[tuple[str, int]]:
         """(name, target) per image, as ImageFolder's `samples` (names: `paths`, else the index)."""
-        return [(self.name(index), target) for index, target in enumerate(self.source.targets)]
+        return [(self.name(index), target) for index, target in enumerate(self.targets)]
 
     def name(self, index: int) -> str:
         """What warnings call image `index`: its path, else its index."""

@@ -27,14 +27,9 @@ from .splits import record, split_indices
 from .transforms import Preprocessing, build_transforms
 
 __all__ = ["DECODE_ERRORS", "DataError", "load_rgb", "split_indices", "image_folder", "load_splits", "class_counts",
-           "open_data", "has_split_folders"]
+           "open_data"]
 
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:function
-
-
-def has_split_folders(root: Path) -> bool:
-    """True for a tree with train/ or val/; False for class folders to be split by --val-split."""
-    return (Path(root) / "train").is_dir() or (Path(root) / "val").is_dir()
 
 
 def _from_import_path(spec: str) -> tuple[dict[str, ImageDataset], ImageDataset | None]:
@@ -65,7 +60,7 @@ class DataSource:
         if csv_path is not None:
             self.named, self.whole = read_labels(csv_path)
         elif path.is_dir():
-            self.folder = path if has_split_folders(path) else None
+            self.folder = path if (path / "train").is_dir() or (path / "val").is_dir() else None  # else: --val-split
             self.whole = None if self.folder else self._listed(path)
         elif IMPORT_PATH.match(self.data) and not path.exists():
             self.named, self.whole = _from_import_path(self.data)

@@ -23,7 +23,6 @@ from .errors import DataError
 # struct.error from some format plugins, DecompressionBombError (neither of those) for a file whose
 # pixel count would exhaust memory (Image.MAX_IMAGE_PIXELS).
 DECODE_ERRORS = (OSError, ValueError, SyntaxError, struct.error, Image.DecompressionBombError)
-_WIDE_INTEGER_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")  # 16- and 32-bit grey levels
 # 2**26 pixels: 192 MiB as uint8 RGB, 768 MiB as float32, per image and per loader worker. A 4:1 panorama
 # resized to 224 px needs 0.2 M; this refuses only aspect ratios beyond about 1300:1 at 224 px.
 MAX_RESIZED_PIXELS = 2**26
@@ -69,7 +68,7 @@ def _to_8_bit(image: Image.Image) -> Image.Image:
 def to_rgb(image: Image.Image) -> Image.Image:
     """An opened image upright (its EXIF orientation applied), deep grey levels scaled to 8 bits, as RGB."""
     image = ImageOps.exif_transpose(image)  # a phone's portrait photo is stored sideways
-    if image.mode in _WIDE_INTEGER_MODES or image.mode == "F":
+    if image.mode.startswith(("I", "F")):  # 16- and 32-bit grey levels (I, I;16, I;16B ...), floats (F)
         image = _to_8_bit(image)
     return image.convert("RGB")
 

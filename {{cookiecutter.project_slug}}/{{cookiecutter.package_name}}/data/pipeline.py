@@ -89,8 +89,7 @@ def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = No
     # sized from the training images themselves: any kind of --data (folders, labels file, own dataset)
     preprocessing = choose_preprocessing(cfg.backbone, cfg.data and train_set.source, cfg.image_size,
                                          cfg.pretrained, saved, cfg.augment)
-    for dataset, train in ((train_set, True), (val_set, False)):
-        dataset.transform, dataset.short_side = build_transforms(preprocessing, train), short_side(preprocessing)
+    train_set.short_side = val_set.short_side = short_side(preprocessing)  # the memory budget; read_plan: transforms
     if not getattr(cfg, "resplit", False):
         check_matches(recorded_split, train_set.split_record, str(root))
     split, notes = train_set.split_record, list(dict.fromkeys(train_set.notes + val_set.notes))

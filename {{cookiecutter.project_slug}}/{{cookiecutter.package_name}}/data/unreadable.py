@@ -19,7 +19,6 @@ from torch.utils.data import Dataset
 from .errors import DataError
 
 MAX_IN_A_ROW = 32  # this many unreadable images one after another: the data is broken, not a file or two
-SPLITS = ("train", "val")
 
 
 class SkipUnreadable(Dataset):
