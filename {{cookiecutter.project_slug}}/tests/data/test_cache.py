@@ -8,6 +8,7 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.cache import cache_megabytes, cache_splits, check_budget
 from {{ cookiecutter.package_name }}.data.folders import DataError, class_counts, load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
+from {{ cookiecutter.package_name }}.data.pipeline import build_loaders
 from {{ cookiecutter.package_name }}.data.transforms import Preprocessing
 
 
@@ -84,3 +85,15 @@ def test_train_with_cache_images_trains_and_reports_throughput(tiny_data, tmp_pa
                        "--parallel", "none", "--no-pretrained"])
     assert code == 0 and (out / "last.pt").exists()
     assert "img/s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("augment", ["standard", "none"])
+def test_a_cached_run_still_augments_with_its_recipe(tiny_data, augment):
+    """build_loaders with --cache-images: a training image differs from epoch to epoch under --augment standard
+    (random crops and flips of the cached pixels) and not under none; validation never changes."""
+    cfg = TrainConfig(data=str(tiny_data), image_size=24, batch_size=4, workers=0, pretrained=False,
+                      cache_images=True, augment=augment)
+    loaders = build_loaders(cfg, torch.device("cpu"))
+    samples = loaders.train_loader.loader.dataset  # indexed by (index, epoch), as the sampler does
+    changed = [not torch.equal(samples[(index, 0)][0], samples[(index, 1)][0]) for index in range(8)]
+    assert any(changed) == (augment == "standard")

@@ -110,15 +110,14 @@ def build_loaders(cfg, device: torch.device, *, saved: Preprocessing | None = No
 def read_plan(cfg, device: torch.device, train_set, val_set, preprocessing: Preprocessing, plugins) -> ReadPlan:
     """The splits as the loaders read them: cached in memory (--cache-images) or skipping unreadable files, uint8
     out of the workers (made float on the device), and what a plugin changes."""
+    geometry = preprocessing
     if cfg.cache_images:  # decode once: small runs become compute-bound (see cache.py); cached data has no bad files
         train_set, val_set = cache_splits(train_set, val_set, preprocessing, cfg.cache_budget_mb, cfg.workers)
-        geometry = Preprocessing(preprocessing.image_size)  # the cached images are already resized and cropped
-    else:
-        geometry = preprocessing
-        train_set, val_set = SkipUnreadable(train_set), SkipUnreadable(val_set)
+        geometry = dataclasses.replace(preprocessing, resize_size=None)  # already resized: augmentation still runs
     for dataset, train in ((train_set, True), (val_set, False)):
-        inner = dataset.dataset if isinstance(dataset, SkipUnreadable) else dataset
-        inner.transform = build_transforms(geometry, train, normalize=False)
+        dataset.transform = build_transforms(geometry, train, normalize=False)
+    if not cfg.cache_images:
+        train_set, val_set = SkipUnreadable(train_set), SkipUnreadable(val_set)
     plan = ReadPlan(cfg, device, {True: train_set, False: val_set}, geometry)
     for plugin in plugins:
         plugin.loaders(plan)
