@@ -12,7 +12,7 @@ aliased class folders refused).
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 import re
 from pathlib import Path
 
@@ -34,9 +34,8 @@ IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:fu
 
 def _from_import_path(spec: str) -> tuple[dict[str, ImageDataset], ImageDataset | None]:
     """The user's own dataset: `module:function` called with no arguments."""
-    module_name, _, attribute = spec.partition(":")
     try:  # the user's code: its own errors (a syntax error, a sys.exit) are one line here, not a traceback
-        made = getattr(importlib.import_module(module_name), attribute)
+        made = pkgutil.resolve_name(spec)
         if isinstance(made, type) or (callable(made) and not isinstance(made, ImageDataset)):  # a class or function
             made = made()
     except (Exception, SystemExit) as error:

@@ -6,6 +6,7 @@ The one home of that decision; a resumed run or `--init-from` takes the checkpoi
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 
 from PIL import Image
@@ -35,12 +36,9 @@ def typical_image_size(data, sample: int = 64) -> int:
                         f"or {data}/<class>/<image>")
     sides = []
     for index in range(0, len(dataset), max(1, len(dataset) // sample))[:sample]:
-        item = dataset[index][0]
-        if isinstance(item, Image.Image):
-            sides.append(min(item.size))
-            continue
+        item = dataset[index][0]  # a path is opened (its header read, not its pixels); a PIL image used as is
         try:
-            with Image.open(item) as image:  # reads the header, not the pixels
+            with contextlib.nullcontext(item) if isinstance(item, Image.Image) else Image.open(item) as image:
                 sides.append(min(image.size))
         except DECODE_ERRORS as error:
             raise DataError(f"cannot read image {item}: {error}") from None
