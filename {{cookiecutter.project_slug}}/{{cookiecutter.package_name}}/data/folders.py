@@ -94,19 +94,6 @@ def open_data(data: str | Path, allow_empty: bool = False) -> DataSource:
     return DataSource(data, allow_empty)
 
 
-def choose(source: DataSource, split: str, val_split: float | None, seed: int) -> tuple[ImageDataset, dict]:
-    """Split `split` of the data and how it was chosen ({"rule": "named"}, or the --val-split record)."""
-    named = source.split(split)
-    if named is not None:
-        return named, {"rule": "named"}
-    if source.whole is None or split not in ("train", "val") or not val_split:
-        raise DataError(f"{source.data}: no split named {split!r}: expected {source.data}/{split}/<class>/<image>, "
-                        f"{source.data}/<class>/<image> divided by --val-split, or a labels.csv whose split column "
-                        f"holds {split!r}")
-    train_indices, val_indices = split_indices(list(source.whole.targets), val_split, seed)
-    return Subset(source.whole, val_indices if split == "val" else train_indices), record(source.whole, val_split, seed)
-
-
 def short_side(prep: Preprocessing) -> int:
     """The size images are resized to (their shorter side) before the crop: what the memory budget checks."""
     return max(prep.resize_size or prep.image_size, prep.image_size)
@@ -114,10 +101,19 @@ def short_side(prep: Preprocessing) -> int:
 
 def decoded(source: DataSource, split: str, image_size: int | Preprocessing, train: bool,
             val_split: float | None, seed: int) -> Decoded:
-    """Split `split` as (tensor, target) samples, with `split_record` and `notes` attached."""
+    """Split `split` as (tensor, target) samples, with `split_record` (how it was chosen: {"rule": "named"}, or the
+    --val-split record) and `notes` attached."""
     prep = image_size if isinstance(image_size, Preprocessing) else Preprocessing(image_size)
-    dataset, how = choose(source, split, val_split, seed)
-    if len(dataset) == 0 and how["rule"] == "named":
+    dataset, how = source.split(split), {"rule": "named"}
+    if dataset is None:
+        if source.whole is None or split not in ("train", "val") or not val_split:
+            raise DataError(f"{source.data}: no split named {split!r}: expected {source.data}/{split}/<class>/<image>, "
+                            f"{source.data}/<class>/<image> divided by --val-split, or a labels.csv whose split column "
+                            f"holds {split!r}")
+        train_indices, val_indices = split_indices(list(source.whole.targets), val_split, seed)
+        dataset = Subset(source.whole, val_indices if split == "val" else train_indices)
+        how = record(source.whole, val_split, seed)
+    elif len(dataset) == 0:
         raise DataError(f"{source.data}: split {split!r} holds no images")
     samples = Decoded(dataset, build_transforms(prep, train), short_side(prep))
     samples.split_record, samples.notes = how, list(source.notes)

@@ -108,12 +108,11 @@ def list_classes(folder: Path) -> Listing:
     listing.hidden = sorted(str(folder / entry.name) for entry in os.scandir(folder) if entry.name.startswith("."))
     check_not_aliased([folder / name for name in listing.classes])
     tree = Path(os.path.realpath(folder))
-    for name in listing.classes:
+    for index, name in enumerate(listing.classes):
         real = Path(os.path.realpath(folder / name))
         if real == tree or real in tree.parents:
             raise DataError(f"class folder {folder / name} is a link to {real}, which holds the data folder itself; "
                             "its images would be listed again under another class")
-    for index, name in enumerate(listing.classes):
         files = walk_images(folder / name, listing.hidden, listing.links)
         listing.paths += files
         listing.targets += [index] * len(files)

@@ -69,7 +69,6 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
     if train:
         sampler = EpochSampler(len(dataset), seed, inner=sampler, batch_size=batch_size)
         dataset = SeededSamples(dataset, seed)
-    generator = torch.Generator().manual_seed(seed)
     return SignalSafeLoader(
         dataset,
         batch_size=batch_size,
@@ -80,7 +79,7 @@ def build_loader(dataset, batch_size: int, device: torch.device, *, train: bool,
         persistent_workers=workers > 0,
         prefetch_factor=PREFETCH_BATCHES if workers > 0 else None,
         drop_last=False,
-        generator=generator,
+        generator=torch.Generator().manual_seed(seed),
         worker_init_fn=ignore_stop_signals if workers > 0 else None,
         collate_fn=collate_fn,
     )
