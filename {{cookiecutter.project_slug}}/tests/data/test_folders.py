@@ -5,7 +5,7 @@ import torch
 from PIL import Image
 
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_dataset
-from {{ cookiecutter.package_name }}.data.folders import DataError, class_counts, load_splits
+from {{ cookiecutter.package_name }}.data.folders import DataError, class_counts, load_splits, open_data
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
 
 
@@ -94,7 +94,7 @@ def test_the_typical_image_size_is_measured_from_the_files(tmp_path):
     """The median shorter side of a sample of the images, read from their headers."""
     from {{ cookiecutter.package_name }}.data.preprocessing import typical_image_size
 
-    assert typical_image_size(_class_folders(tmp_path / "d", {"a": 3, "b": 3}, size=28)) == 28
+    assert typical_image_size(open_data(_class_folders(tmp_path / "d", {"a": 3, "b": 3}, size=28)).whole) == 28
 
 
 def test_the_image_size_follows_the_data_the_weights_or_the_demo(tmp_path):
@@ -102,7 +102,7 @@ def test_the_image_size_follows_the_data_the_weights_or_the_demo(tmp_path):
     resize, crop and normalisation; the demo: its own 64 px; each with its reason."""
     from {{ cookiecutter.package_name }}.data.preprocessing import choose_preprocessing
 
-    root = _class_folders(tmp_path / "scans", {"a": 2, "b": 2}, size=28)
+    root = open_data(_class_folders(tmp_path / "scans", {"a": 2, "b": 2}, size=28)).whole  # the training images
     scratch = choose_preprocessing("resnet18", root, None, pretrained=False)
     assert scratch.image_size == 32 and "28 px" in scratch.reason
     assert choose_preprocessing("inception_v3", root, None, pretrained=False).image_size == 75

@@ -12,28 +12,15 @@ import statistics
 from PIL import Image
 
 from .. import backbones
-from .dataset import FileImages, ImageDataset
+from .dataset import ImageDataset
 from .demo import DEMO_IMAGE_SIZE
 from .errors import DataError
-from .folders import open_data
 from .images import DECODE_ERRORS
 from .transforms import DEFAULT_AUGMENT, Preprocessing
 
 
-def _dataset_of(data) -> ImageDataset:
-    """`data` itself when it is a dataset; else the training images of the --data it names."""
-    if isinstance(data, ImageDataset):
-        return data
-    source = open_data(data)
-    return source.whole if source.whole is not None else (source.split("train") or FileImages([], [], []))
-
-
-def typical_image_size(data, sample: int = 64) -> int:
-    """The median shorter side of up to `sample` images spread evenly over `data` (a dataset or --data); headers."""
-    dataset = _dataset_of(data)
-    if len(dataset) == 0:
-        raise DataError(f"{data}: no image files found; expected {data}/train/<class>/<image> and val/, "
-                        f"or {data}/<class>/<image>")
+def typical_image_size(dataset: ImageDataset, sample: int = 64) -> int:
+    """The median shorter side of up to `sample` images spread evenly over `dataset` (not empty); headers only."""
     sides = []
     for index in range(0, len(dataset), max(1, len(dataset) // sample))[:sample]:
         item = dataset[index][0]  # a path is opened (its header read, not its pixels); a PIL image used as is
@@ -48,18 +35,18 @@ def typical_image_size(data, sample: int = 64) -> int:
 SCRATCH_SIZE_BOUNDS = (32, 224)  # sizes measured from the data, for training from scratch, are kept within these
 
 
-def choose_preprocessing(backbone: str, root, image_size: int | None,
+def choose_preprocessing(backbone: str, train_images: ImageDataset | None, image_size: int | None,
                          pretrained: bool, saved: Preprocessing | None = None,
                          augment: str = DEFAULT_AUGMENT) -> Preprocessing:
     """The run's input size and normalisation, with the reason: the flag, the weights' checkpoint (`saved`,
     when resuming or starting from one), the demo's own size, the pretrained weights' preprocessing, or (from
-    scratch) the data's typical image size (`root`: --data or its training dataset; None: the demo data);
+    scratch) the data's typical image size (`train_images`: the training split; None: the demo data);
     training augments with recipe `augment` (a checkpoint's own when `saved`)."""
     if image_size:
         return Preprocessing(image_size, reason="--image-size", augment=saved.augment if saved else augment)
     if saved is not None:
         return saved
-    if root is None:
+    if train_images is None:
         size = backbones.fit_image_size(backbone, DEMO_IMAGE_SIZE)
         raised = f", raised to the {size} px that {backbone} takes" if size != DEMO_IMAGE_SIZE else ""
         return Preprocessing(size, reason=f"the demo data's own size ({DEMO_IMAGE_SIZE} px{raised})", augment=augment)
@@ -68,7 +55,7 @@ def choose_preprocessing(backbone: str, root, image_size: int | None,
         return Preprocessing(weights.crop_size[0], weights.resize_size[0], tuple(weights.mean), tuple(weights.std),
                              reason=f"the pretrained weights' preprocessing (resize {weights.resize_size[0]}, "
                                     f"crop {weights.crop_size[0]})", augment=augment)
-    measured = typical_image_size(root)
+    measured = typical_image_size(train_images)  # the run has checked that it holds images
     low, high = SCRATCH_SIZE_BOUNDS
     size = backbones.fit_image_size(backbone, min(max(measured, low), high))
     return Preprocessing(size, reason=f"the data's typical image size (the median shorter side of a sample is "
