@@ -11,6 +11,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from matplotlib.figure import Figure
 
@@ -26,9 +27,7 @@ def curves_figure(rows: Sequence[dict]) -> Figure:
         loss_ax.plot(epochs, [row[f"{split}_loss"] for row in rows], marker="o", label=split)
         acc_ax.plot(epochs, [row[f"{split}_acc"] for row in rows], marker="o", label=split)
     for axis, title in ((loss_ax, "loss"), (acc_ax, "accuracy")):
-        axis.set_title(title)
-        axis.set_xlabel("epoch")
-        axis.set_xticks(epochs)  # whole epochs only, even for a one- or two-epoch run
+        axis.set(title=title, xlabel="epoch", xticks=epochs)  # ticks: whole epochs only, even for a short run
         axis.grid(alpha=0.3)
         axis.legend()
     acc_ax.set_ylim(0.0, 1.02)
@@ -47,15 +46,10 @@ def confusion_figure(matrix: torch.Tensor, class_names: Sequence[str]) -> Figure
     ticks = range(len(class_names))
     axis.set_xticks(ticks, labels=list(class_names), rotation=45, ha="right")
     axis.set_yticks(ticks, labels=list(class_names))
-    axis.set_xlabel("predicted")
-    axis.set_ylabel("true")
+    axis.set(xlabel="predicted", ylabel="true", title="confusion matrix")
     threshold = counts.max().item() / 2
-    for row in range(len(counts)):
-        for col in range(len(counts)):
-            count = int(counts[row, col])
-            axis.text(col, row, str(count), ha="center", va="center",
-                      color="white" if count > threshold else "black")
-    axis.set_title("confusion matrix")
+    for (row, col), count in np.ndenumerate(counts.numpy()):
+        axis.text(col, row, str(count), ha="center", va="center", color="white" if count > threshold else "black")
     figure.tight_layout()
     return figure
 
