@@ -7,7 +7,6 @@ PNG atomically. matplotlib is imported here only, so training without plots neve
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from .devkit.atomic import atomic_write
+from .devkit.atomic import atomic_file
 
 
 def curves_figure(rows: Sequence[dict]) -> Figure:
@@ -79,7 +78,6 @@ def mistakes_figure(images: torch.Tensor, targets: Sequence[int], predictions: S
 
 def save_figure(figure: Figure, path: str | Path, dpi: int = 100) -> Path:
     """Render `figure` as a PNG and write it atomically to `path`."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi)
-    atomic_write(path, buffer.getvalue())
+    with atomic_file(path) as handle:
+        figure.savefig(handle, format="png", dpi=dpi)
     return Path(path)
