@@ -89,10 +89,6 @@ def format_of(path: str | os.PathLike) -> str | None:
     return suffix if suffix in FORMATS else None
 
 
-def _batch_dim():
-    return torch.export.Dim("batch", min=1, max=MAX_BATCH)
-
-
 def require(module: str, feature: str):
     """Import an optional dependency of the `export` extra (onnx, onnxruntime, safetensors), or say how to get it."""
     try:
@@ -106,7 +102,7 @@ def export_bytes(model: nn.Module, example: torch.Tensor, fmt: str, metadata: Me
                  dynamic_batch: bool = True) -> bytes:
     """The exported file's bytes: `model` (plain, in eval mode, on example's device) traced with `example` images."""
     model.eval()
-    dynamic_shapes = ({0: _batch_dim()},) if dynamic_batch else None
+    dynamic_shapes = ({0: torch.export.Dim("batch", min=1, max=MAX_BATCH)},) if dynamic_batch else None
     if fmt == "pt2":
         program = torch.export.export(model, (example,), dynamic_shapes=dynamic_shapes)
         buffer = io.BytesIO()
