@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from .data.transforms import Preprocessing
+from .devkit import checkpoint
 from .errors import ConfigError, MissingDependencyError, UserError
 from .pt2_check import check_pt2
 
@@ -100,8 +101,8 @@ def require(module: str, feature: str):
 
 def export_bytes(model: nn.Module, example: torch.Tensor, fmt: str, metadata: Metadata, *,
                  dynamic_batch: bool = True) -> bytes:
-    """The exported file's bytes: `model` (plain, in eval mode, on example's device) traced with `example` images."""
-    model.eval()
+    """The exported file's bytes: `model` (in eval mode, on example's device) traced with `example` images."""
+    model = checkpoint.unwrap(model).eval()  # the file holds the plain model, whatever wraps it here
     dynamic_shapes = ({0: torch.export.Dim("batch", min=1, max=MAX_BATCH)},) if dynamic_batch else None
     if fmt == "pt2":
         program = torch.export.export(model, (example,), dynamic_shapes=dynamic_shapes)
