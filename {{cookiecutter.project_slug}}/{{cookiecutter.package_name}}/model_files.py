@@ -224,25 +224,21 @@ def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: st
 
 
 def load(path: str | os.PathLike, device: torch.device, *, explicit: bool = True) -> Predictor:
-    """A Predictor for an .onnx or a .pt2 file, on `device` (`explicit=False`: a default, see predictor_from_bytes)."""
+    """A Predictor for an .onnx or a .pt2 file, on `device` (`explicit=False`: a default, see predictor_from_bytes),
+    checked for one logit per class name on one blank image before any of the user's images is read."""
     fmt = format_of(path)
     if fmt is None:
         raise ExportError(f"{path} is not an exported model (.onnx or .pt2)")
     if not Path(path).is_file():
         raise ExportError(f"{path} does not exist")
     predictor = predictor_from_bytes(Path(path).read_bytes(), fmt, device, str(path), explicit=explicit)
-    check_outputs(predictor, str(path))
-    return predictor
-
-
-def check_outputs(predictor: Predictor, source: str) -> None:
-    """One logit per class name, checked on one blank image before any of the user's images is read."""
     size, count = predictor.metadata.image_size, len(predictor.metadata.class_names)
     try:
         logits = predictor.predict_logits(torch.zeros(1, 3, size, size))
     except Exception as error:  # onnxruntime's and torch's own errors for an input the model cannot take
-        raise ExportError(f"{source} cannot classify a {size} px image as its metadata says "
+        raise ExportError(f"{path} cannot classify a {size} px image as its metadata says "
                           f"({type(error).__name__})") from None
     if tuple(logits.shape) != (1, count):
-        raise ExportError(f"{source} gives logits of shape {tuple(logits.shape)} for one image, but its metadata "
+        raise ExportError(f"{path} gives logits of shape {tuple(logits.shape)} for one image, but its metadata "
                           f"names {count} classes")
+    return predictor
