@@ -69,26 +69,20 @@ def report_unreadable(found: set[str], path: str, reason: str) -> None:
         print(f"warning: skipping unreadable image {path}: {reason}", file=sys.stderr)
 
 
-def data_root(flag: str | None, trained: dict) -> Path:
-    """--data if given, else the data the checkpoint's run trained on, else (a demo run) the demo data."""
-    recorded = trained.get("data")
-    return Path(flag or recorded) if flag or recorded else data.DEMO_ROOT
-
-
 def measured_precision(recorded: str, device) -> tuple[str, str | None]:
     """The run's own precision even where it is only emulated (its numbers then equal metrics.csv's); one that
     cannot run here at all falls back. With the note to print (on stderr: stdout's first line is the result)."""
-    precision_name, note = precision.resolve_precision(None, recorded, device)
-    if not precision.why_not(recorded, device):
-        emulated = precision.why_emulated(recorded, device)
-        precision_name, note = recorded, emulated and f"precision: {emulated}; measured in {recorded} as trained"
-    return precision_name, note
+    if precision.why_not(recorded, device):  # cannot run here: the fallback and note resolve_precision gives
+        return precision.resolve_precision(None, recorded, device)
+    emulated = precision.why_emulated(recorded, device)
+    return recorded, emulated and f"precision: {emulated}; measured in {recorded} as trained"
 
 
 def split_to_measure(args: argparse.Namespace, state: dict, prep) -> data.Decoded:
     """The split of the data, its preprocessing and the --val-split division as training had them (or a refusal)."""
     trained = state["config"]
-    root = data_root(args.data, trained)
+    # --data if given, else the data the checkpoint's run trained on, else (a demo run) the demo data
+    root = Path(args.data or trained.get("data") or data.DEMO_ROOT)
     dataset = data.image_folder(root, args.split, prep, train=False, val_split=run_state.val_split(state),
                                 seed=trained.get("seed", 0))
     if not args.resplit:  # the run's own division of its data, or a refusal (data/splits.py)
@@ -100,7 +94,7 @@ def split_to_measure(args: argparse.Namespace, state: dict, prep) -> data.Decode
     return dataset
 
 
-def read_checkpoint(args: argparse.Namespace, device) -> dict:
+def read_checkpoint(args: argparse.Namespace) -> dict:
     """The checkpoint, checked; the data it names allowed only as the command line says (--allow-import)."""
     trusted = config.trusted_imports(*args.allow_import)
     if args.data is None and model_folder.is_model_folder(args.checkpoint):
@@ -120,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.mistakes_count > MAX_MISTAKES:  # each is an image kept on the device and a panel of one figure
         raise ConfigError(f"--mistakes-count must be at most {MAX_MISTAKES}, got {args.mistakes_count}")
     device = config.configure_device(args.device)
-    state = read_checkpoint(args, device)
+    state = read_checkpoint(args)
     trained, class_names, prep = state["config"], list(state["class_names"]), run_state.preprocessing(state)
     # Measured as training measured it: the same loss, precision, memory format, uint8 batches normalised there
     precision_name, note = measured_precision(trained.get("precision", "fp32"), device)
@@ -141,12 +135,12 @@ def run(args: argparse.Namespace) -> int:
     stats = loop.evaluate(model, run_state.loss_from_state(state, device), loader, hw, progress=False,
                           confusion=matrix, on_batch=mistakes)
     # The figures first, then the report: a reader that stops early (| head) still gets both files
-    images, targets, predictions, probabilities = mistakes.result()
-    grid = mistakes_figure(images, targets, predictions, probabilities, class_names, mean=prep.mean, std=prep.std)
+    found = mistakes.result()  # (images, targets, predictions, probabilities)
+    grid = mistakes_figure(*found, class_names, mean=prep.mean, std=prep.std)
     written = [save_png(confusion_figure(matrix, class_names), args.out or default_png(args.checkpoint, args.split),
                         "confusion matrix", "--out"),
                save_png(grid, args.mistakes or default_png(args.checkpoint, args.split, "mistakes"),
-                        f"most confident mistakes ({len(targets)})", "--mistakes")]
+                        f"most confident mistakes ({len(found[1])})", "--mistakes")]
     skipped = f", {len(unreadable)} unreadable skipped" if unreadable else ""
     print(f"{args.split}: accuracy {stats.acc:.6f}  loss {stats.loss:.6f}  "
           f"({stats.images} images, {len(class_names)} classes, device {device}{skipped})")

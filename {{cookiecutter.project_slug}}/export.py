@@ -81,17 +81,17 @@ def run(args: argparse.Namespace) -> int:
     state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
-    if args.format == "safetensors":
-        return export_folder(args, state, model, metadata)
-    size = metadata.image_size
+    reference, size = model_files.TorchPredictor(model, metadata, device), metadata.image_size
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(args.batch_size, 3, size, size, generator=generator)  # (B, 3, H, W), normalised
+    if args.format == "safetensors":
+        return export_folder(args, state, reference, example)
     data = model_files.export_bytes(model, example, args.format, metadata, dynamic_batch=not args.static_batch)
     candidate = model_files.predictor_from_bytes(data, args.format, device, args.out)
     # A different batch from the traced one (and of another size, when the batch is dynamic).
     check_batch = args.batch_size if args.static_batch else args.batch_size + 1
     images = torch.randn(check_batch, 3, size, size, generator=generator)
-    logit_diff, prob_diff = parity(model_files.TorchPredictor(model, metadata, device), candidate, images)
+    logit_diff, prob_diff = parity(reference, candidate, images)
     print(f"parity on {check_batch} images of {size} px: max |logit difference| {logit_diff:.3g}, "
           f"max |probability difference| {prob_diff:.3g}")
     if not prob_diff <= args.tolerance:  # also catches NaN
@@ -109,24 +109,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def export_folder(args: argparse.Namespace, state: dict, model, metadata: model_files.Metadata) -> int:
+def export_folder(args: argparse.Namespace, state: dict, reference: model_files.TorchPredictor,
+                  images: torch.Tensor) -> int:
     """The model folder: weights, settings and card; read back and checked against the checkpoint's model."""
-    record = Path(args.checkpoint) / "config.json" if Path(args.checkpoint).is_dir() else \
-        Path(args.checkpoint).parent / "config.json"  # the run's own record: the command and versions
+    checkpoint = Path(args.checkpoint)
+    record = (checkpoint if checkpoint.is_dir() else checkpoint.parent) / "config.json"  # the command and versions
     try:
-        run_record = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
-    except (OSError, ValueError):
+        run_record = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none (a checkpoint copied out of its run), or unreadable: "not recorded"
         run_record = None
+    metadata = reference.metadata
     try:
         folder = model_folder.write(state, dataclasses.asdict(metadata), run_record, args.out)
     except OSError as error:
         raise ConfigError(f"cannot write --out {args.out}: {error.strerror or error}") from None
     back = run_state.read(folder, trusted=config.trusted_imports(*args.allow_import))
-    candidate = model_files.TorchPredictor(run_state.model_from_state(back, torch.device("cpu"), str(folder)).eval(),
-                                           metadata, torch.device("cpu"))
-    images = torch.randn(args.batch_size, 3, metadata.image_size, metadata.image_size,
-                         generator=torch.Generator().manual_seed(0))
-    logit_diff, _ = parity(model_files.TorchPredictor(model, metadata, torch.device("cpu")), candidate, images)
+    model = run_state.model_from_state(back, reference.device, str(folder)).eval()
+    logit_diff, _ = parity(reference, model_files.TorchPredictor(model, metadata, reference.device), images)
     print(f"wrote {folder} (model.safetensors, config.json, README.md; {len(metadata.class_names)} classes, "
           f"{metadata.image_size} px; read back: max |logit difference| {logit_diff:.3g})")
     return 0

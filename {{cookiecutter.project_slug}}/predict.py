@@ -71,10 +71,9 @@ def expand_inputs(inputs: list[str], warn: Callable[[str], None]) -> list[Path]:
             found.update((Path(p), None) for p in listing.paths)
             if listing.note():
                 warn(f"{listing.note()} (in {item})")
-        elif glob.has_magic(item):
-            matches = [Path(m) for m in sorted(glob.glob(item, recursive=True))]
-            for match in matches:
-                found.update(expand_inputs([str(match)], warn) if match.is_dir() else [(match, None)])
+        elif glob.has_magic(item):  # each match is a file or a folder given by name
+            matches = sorted(glob.glob(item, recursive=True))
+            found.update(dict.fromkeys(expand_inputs(matches, warn)))
             if not matches:
                 warn(f"warning: skipped {item}: no file matches")
         else:
@@ -131,9 +130,7 @@ def top_predictions(predictor: model_files.Predictor, loader: DataLoader, k: int
             warn(f"warning: skipped {loader.dataset.paths[index]}: {reason}")
         if images is None:
             continue
-        images = images.to(predictor.device, non_blocking=True)
-        if images.dtype == torch.uint8:
-            images = hw.to_float(images)  # (B, 3, H, W) float32
+        images = hw.to_float(images.to(predictor.device, non_blocking=True))  # (B, 3, H, W) float32
         logits = predictor.predict_logits(images)  # (B, C), float32 on the CPU
         probs, classes = logits.softmax(dim=1).topk(k, dim=1)  # (B, k) each
         yield from zip(indices, probs.tolist(), classes.tolist())
@@ -150,8 +147,7 @@ def predict(args: argparse.Namespace) -> int:
     """Load the model once, classify every readable input in batches, print a row each."""
     if args.topk < 1 or args.batch_size < 1 or args.workers < 0:
         raise ConfigError("--topk and --batch-size must be at least 1, --workers at least 0")
-    device = config.configure_device(args.device)
-    predictor = load_predictor(args, device)
+    predictor = load_predictor(args, config.configure_device(args.device))
     if predictor.note:
         warn(predictor.note)
     class_names = predictor.metadata.class_names
@@ -169,18 +165,16 @@ def predict(args: argparse.Namespace) -> int:
     if not args.json:
         header = "probability" if k == 1 else f"top-{k} (label probability)"
         print(f"{'path':<{width}}  " + (f"{'label':<{label_width}}  " if k == 1 else "") + header)
-    results, rows = [], 0
+    results = []
     for index, probs, classes in top_predictions(predictor, loader, k, warn, hw):
-        labels, rows = [class_names[c] for c in classes], rows + 1
-        if args.json:
-            results.append({"path": str(paths[index]), "label": labels[0], "probability": round(probs[0], 6),
-                            "topk": [{"label": label, "probability": round(p, 6)}
-                                     for label, p in zip(labels, probs)]})
-        else:
+        labels = [class_names[c] for c in classes]
+        topk = [{"label": label, "probability": round(p, 6)} for label, p in zip(labels, probs)]
+        results.append({"path": str(paths[index]), **topk[0], "topk": topk})
+        if not args.json:  # each row as soon as its batch is done
             print(format_row(str(paths[index]), labels, probs, width, label_width), flush=True)
     if args.json:
         print(json.dumps(results, indent=2))
-    if rows == 0:
+    if not results:
         raise DataError(f"none of the {len(paths)} image(s) could be read")
     return 0
 

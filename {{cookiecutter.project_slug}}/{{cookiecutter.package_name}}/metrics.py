@@ -25,11 +25,9 @@ def new_confusion(num_classes: int, device: torch.device) -> torch.Tensor:
 
 def update_confusion(matrix: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Add one batch of predicted and true class indices (each (B,)) to `matrix`, in place."""
-    num_classes = matrix.shape[0]
     # Each (true, predicted) pair becomes one flat cell index; accumulating index_put_ counts them all at once.
-    cells = targets.to(matrix.device) * num_classes + predictions.to(matrix.device)  # (B,)
-    ones = torch.ones_like(cells, dtype=matrix.dtype)
-    matrix.view(-1).index_put_((cells,), ones, accumulate=True)
+    cells = targets.to(matrix.device) * matrix.shape[0] + predictions.to(matrix.device)  # (B,)
+    matrix.view(-1).index_put_((cells,), torch.ones_like(cells, dtype=matrix.dtype), accumulate=True)
     return matrix
 
 
@@ -41,8 +39,8 @@ class ClassReport:
     precision: list[float]
     recall: list[float]
     support: list[int]
-    f1: list[float] = dataclasses.field(default_factory=list)
-    macro_f1: float = 0.0
+    f1: list[float]
+    macro_f1: float
 
 
 def class_report(matrix: torch.Tensor) -> ClassReport:
@@ -50,9 +48,8 @@ def class_report(matrix: torch.Tensor) -> ClassReport:
     counts = matrix.detach().double().cpu()  # the one host sync
     correct = counts.diagonal()
     predicted, actual = counts.sum(dim=0), counts.sum(dim=1)
-    # A class never predicted (or absent) has no precision (recall): report 0 rather than NaN.
-    precision = torch.where(predicted > 0, correct / predicted.clamp(min=1), torch.zeros_like(correct))
-    recall = torch.where(actual > 0, correct / actual.clamp(min=1), torch.zeros_like(correct))
+    # A class never predicted (or absent) has no correct images either: 0 / 1 reports 0 rather than NaN.
+    precision, recall = correct / predicted.clamp(min=1), correct / actual.clamp(min=1)
     accuracy = (correct.sum() / counts.sum().clamp(min=1)).item()
     # F1 = 2TP / (2TP + FP + FN); a class neither present nor predicted scores 0 and still counts in the mean
     f1 = 2 * correct / (predicted + actual).clamp(min=1)
@@ -79,23 +76,21 @@ class ConfidentMistakes:
     """
 
     def __init__(self, count: int = 16):
-        self.count = count
-        self.images = self.targets = self.predictions = self.confidences = None
+        self.count, self.kept = count, ()  # (images, targets, predictions, confidences) once a batch has passed
 
     def __call__(self, images: torch.Tensor, targets: torch.Tensor, logits: torch.Tensor) -> None:
         confidences, predictions = logits.float().softmax(dim=1).max(dim=1)  # (B,) each
-        confidences = torch.where(predictions == targets, -1.0, confidences)
-        batch = (images, targets, predictions, confidences)
-        if self.images is not None:  # the best so far compete with the new batch
-            kept = (self.images, self.targets, self.predictions, self.confidences)
-            batch = tuple(torch.cat([old, new.to(old.dtype)]) for old, new in zip(kept, batch))
+        batch = (images, targets, predictions, torch.where(predictions == targets, -1.0, confidences))
+        if self.kept:  # the best so far compete with the new batch
+            batch = tuple(torch.cat([old, new.to(old.dtype)]) for old, new in zip(self.kept, batch))
         top = batch[3].topk(min(self.count, len(batch[3]))).indices
-        self.images, self.targets, self.predictions, self.confidences = (tensor[top] for tensor in batch)
+        self.kept = tuple(tensor[top] for tensor in batch)
 
     def result(self) -> tuple[torch.Tensor, list[int], list[int], list[float]]:
         """(images (N, 3, H, W) on the CPU, true classes, predicted classes, probabilities), most confident first."""
-        if self.confidences is None:
+        if not self.kept:
             return torch.empty(0, 3, 1, 1), [], [], []
-        wrong = self.confidences >= 0
-        return (self.images[wrong].float().cpu(), self.targets[wrong].tolist(), self.predictions[wrong].tolist(),
-                self.confidences[wrong].tolist())
+        images, targets, predictions, confidences = self.kept
+        wrong = confidences >= 0
+        return (images[wrong].float().cpu(), targets[wrong].tolist(), predictions[wrong].tolist(),
+                confidences[wrong].tolist())

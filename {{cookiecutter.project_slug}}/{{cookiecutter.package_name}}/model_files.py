@@ -13,10 +13,10 @@ optional dependency group (`pip install -e '.[export]'`): a missing one is a Mis
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import io
 import json
 import os
-import zipfile
 from pathlib import Path
 
 import torch
@@ -28,14 +28,13 @@ from .errors import ConfigError, MissingDependencyError, UserError
 from .pt2_check import check_pt2
 
 FORMATS = ("onnx", "pt2")
-SUFFIXES = {".onnx": "onnx", ".pt2": "pt2"}
 INPUT_NAME, OUTPUT_NAME = "images", "logits"
 METADATA_FILE = "metadata.json"  # the .pt2 archive's extra file
 MAX_BATCH = 4096  # the dynamic batch dimension's upper bound (torch.export needs one to reason about shapes)
 
 
 class ExportError(UserError):
-    """An exported file that cannot be read, or a format this project does not export."""
+    """An exported file or model folder that cannot be read or written, or a format this project does not export."""
 
 
 @dataclasses.dataclass
@@ -60,11 +59,14 @@ class Metadata:
         return {key: json.dumps(value) for key, value in dataclasses.asdict(self).items()}
 
     @classmethod
-    def from_strings(cls, values: dict[str, str], source: str) -> Metadata:
-        """Parse what to_strings wrote; refuse a file that lacks it, or whose values cannot be right."""
+    def read(cls, values: str | dict[str, str], source: str) -> Metadata:
+        """Parse what export_bytes wrote: a .pt2's metadata.json, or an ONNX file's metadata_props (each field a JSON
+        string); refuse a file that lacks it, or whose values cannot be right."""
         names = [field.name for field in dataclasses.fields(cls)]
         try:
-            metadata = cls(**{name: json.loads(values[name]) for name in names if name in values})
+            values = json.loads(values or "{}") if isinstance(values, str) else {
+                name: json.loads(values[name]) for name in names if name in values}
+            metadata = cls(**{name: values[name] for name in names if name in values})
             problem = metadata.problem()
         except (TypeError, ValueError, RecursionError) as error:
             raise ExportError(f"{source} lacks the metadata this project's export.py writes ({error})") from None
@@ -84,70 +86,50 @@ class Metadata:
 
 def format_of(path: str | os.PathLike) -> str | None:
     """'onnx' or 'pt2' for an exported file's name, None for anything else (a checkpoint, a run folder)."""
-    return SUFFIXES.get(Path(path).suffix.lower())
+    suffix = Path(path).suffix.lower().removeprefix(".")
+    return suffix if suffix in FORMATS else None
 
 
-def _batch_dim():
-    return torch.export.Dim("batch", min=1, max=MAX_BATCH)
-
-
-def _require(module: str, feature: str):
-    """Import an optional dependency, or say which extra installs it."""
-    import importlib
-
+def require(module: str, feature: str):
+    """Import an optional dependency of the `export` extra (onnx, onnxruntime, safetensors), or say how to get it."""
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise MissingDependencyError(f"{feature} needs the {module} package: pip install -e '.[export]'") from None
+        package = module.partition(".")[0]
+        raise MissingDependencyError(f"{feature} needs the {package} package: pip install -e '.[export]'") from None
 
 
 def export_bytes(model: nn.Module, example: torch.Tensor, fmt: str, metadata: Metadata, *,
                  dynamic_batch: bool = True) -> bytes:
     """The exported file's bytes: `model` (in eval mode, on example's device) traced with `example` images."""
-    model = checkpoint.unwrap(model).eval()
-    dynamic_shapes = ({0: _batch_dim()},) if dynamic_batch else None
+    model = checkpoint.unwrap(model).eval()  # the file holds the plain model, whatever wraps it here
+    dynamic_shapes = ({0: torch.export.Dim("batch", min=1, max=MAX_BATCH)},) if dynamic_batch else None
     if fmt == "pt2":
         program = torch.export.export(model, (example,), dynamic_shapes=dynamic_shapes)
         buffer = io.BytesIO()
         torch.export.save(program, buffer, extra_files={METADATA_FILE: json.dumps(dataclasses.asdict(metadata))})
         return buffer.getvalue()
     if fmt == "onnx":
-        onnx = _require("onnx", "--format onnx")
-        _require("onnxscript", "--format onnx")  # torch.onnx's exporter (dynamo=True) is written in onnxscript
+        onnx = require("onnx", "--format onnx")
+        require("onnxscript", "--format onnx")  # torch.onnx's exporter (dynamo=True) is written in onnxscript
+        names = {"input_names": [INPUT_NAME], "output_names": [OUTPUT_NAME]}
         if torch.__version__ >= (2, 5):  # torch.onnx.export(dynamo=True, dynamic_shapes=...) arrived in torch 2.5
-            program = torch.onnx.export(model, (example,), dynamo=True, dynamic_shapes=dynamic_shapes,
-                                        input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], verbose=False)
-            proto = program.model_proto
-        else:
-            proto = onnx.load_from_string(_torchscript_onnx(model, example, dynamic_batch))
+            proto = torch.onnx.export(model, (example,), dynamo=True, dynamic_shapes=dynamic_shapes, verbose=False,
+                                      **names).model_proto
+        else:  # torch 2.4's exporter (TorchScript tracing): the batch dimension named dynamic in dynamic_axes
+            buffer = io.BytesIO()
+            axes = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}} if dynamic_batch else None
+            torch.onnx.export(model, (example,), buffer, dynamic_axes=axes, opset_version=17, **names)
+            proto = onnx.load_from_string(buffer.getvalue())
         onnx.helper.set_model_props(proto, metadata.to_strings())
         return proto.SerializeToString()
     raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
 
 
-def _torchscript_onnx(model: nn.Module, example: torch.Tensor, dynamic_batch: bool) -> bytes:
-    """ONNX from torch 2.4's exporter (TorchScript tracing), the batch dimension named dynamic in dynamic_axes."""
-    buffer = io.BytesIO()
-    axes = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}} if dynamic_batch else None
-    torch.onnx.export(model, (example,), buffer, input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                      dynamic_axes=axes, opset_version=17)
-    return buffer.getvalue()
-
-
-class Predictor:
-    """Logits for a batch of normalised CPU images, whatever runs the model."""
-
-    metadata: Metadata
-    device = torch.device("cpu")  # where the model reads its inputs from (pinned batches help only a GPU)
-    note: str | None = None  # what the user should hear about where it runs (predict.py prints it)
-
-    def predict_logits(self, images: torch.Tensor) -> torch.Tensor:
-        """(B, 3, H, W) float images, on the CPU -> (B, C) float32 logits, on the CPU."""
-        raise NotImplementedError
-
-
-class TorchPredictor(Predictor):
+class TorchPredictor:
     """A PyTorch module (a checkpoint's model, or a .pt2 program's) on a device; inputs moved and cast to it."""
+
+    note = None  # what the user should hear about where it runs (predict.py prints it)
 
     def __init__(self, model: nn.Module, metadata: Metadata, device: torch.device):
         self.model, self.metadata, self.device = model, metadata, device
@@ -155,31 +137,39 @@ class TorchPredictor(Predictor):
 
     @torch.inference_mode()
     def predict_logits(self, images: torch.Tensor) -> torch.Tensor:
-        # the user's images arrive on the CPU: move and cast them to match the model
+        """(B, 3, H, W) float images, on the CPU -> (B, C) float32 logits, on the CPU (moved and cast to the model)."""
         logits = self.model(images.to(self.device, dtype=self.dtype, non_blocking=True))  # (B, C)
         return logits.float().cpu()
 
 
-class OnnxPredictor(Predictor):
+class OnnxPredictor:
     """An ONNX model in an onnxruntime session (CPU, or CUDA where onnxruntime has its CUDA provider)."""
 
+    device = torch.device("cpu")  # where the model reads its inputs from (pinned batches help only a GPU)
+
     def __init__(self, model_bytes: bytes, device: torch.device, source: str, *, explicit: bool = True):
-        ort = _require("onnxruntime", "an .onnx model")
+        ort = require("onnxruntime", "an .onnx model")
         _refuse_external_data(model_bytes, source)
         providers, self.note = _providers(ort, device, explicit)
-        self.session = ort.InferenceSession(model_bytes, providers=providers)
-        meta = self.session.get_modelmeta().custom_metadata_map
-        self.metadata = Metadata.from_strings(meta, source)
-        self.input_name = self.session.get_inputs()[0].name
+        try:
+            self.session = ort.InferenceSession(model_bytes, providers=providers)
+            self.input_name = self.session.get_inputs()[0].name
+        except Exception as error:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) for junk or damage
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise ExportError(f"{source} is not a readable .onnx model ({reason})") from None
+        self.metadata = Metadata.read(self.session.get_modelmeta().custom_metadata_map, source)
 
     def predict_logits(self, images: torch.Tensor) -> torch.Tensor:
         (logits,) = self.session.run(None, {self.input_name: images.float().contiguous().numpy()})
         return torch.from_numpy(logits)  # (B, C)
 
 
+Predictor = TorchPredictor | OnnxPredictor  # what predict.py runs: metadata, device, note, predict_logits(images)
+
+
 def _refuse_external_data(model_bytes: bytes, source: str) -> None:
     """An .onnx file whose weights name other files (external data) would read whatever paths it names: refused."""
-    onnx = _require("onnx", "an .onnx model")
+    onnx = require("onnx", "an .onnx model")
     try:
         proto = onnx.load_model_from_string(model_bytes)
     except Exception as error:  # protobuf's DecodeError and kin: junk or a truncated file
@@ -222,51 +212,33 @@ def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: st
     `explicit=False`: `device` was a default, which an .onnx model may leave for the CPU (with a note).
     """
     if fmt == "onnx":
-        try:
-            return OnnxPredictor(data, device, source, explicit=explicit)
-        except UserError:
-            raise
-        except Exception as error:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) for junk or damage
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ExportError(f"{source} is not a readable .onnx model ({reason})") from None
-    if not zipfile.is_zipfile(io.BytesIO(data)):  # checked first: torch.export.load logs a traceback on junk
-        raise ExportError(f"{source} is not a readable .pt2 file (not a zip archive)")
-    check_pt2(data, source)  # torch.export.load trusts its input: pickles, compiled code, eval'd expressions
+        return OnnxPredictor(data, device, source, explicit=explicit)
+    # torch.export.load trusts its input (pickles, compiled code, eval'd expressions); junk is refused here too
+    check_pt2(data, source)
     extra = {METADATA_FILE: ""}
     try:
         program = torch.export.load(io.BytesIO(data), extra_files=extra)
     except Exception as error:  # a truncated or foreign archive: torch raises several kinds
         raise ExportError(f"{source} is not a readable .pt2 file ({type(error).__name__}: {error})") from None
-    try:
-        values = json.loads(extra[METADATA_FILE] or "{}")
-    except (ValueError, RecursionError):
-        values = None
-    if not isinstance(values, dict):
-        raise ExportError(f"{source} lacks the metadata this project's export.py writes ({METADATA_FILE})")
-    metadata = Metadata.from_strings({key: json.dumps(value) for key, value in values.items()}, source)
-    return TorchPredictor(program.module().to(device), metadata, device)
+    return TorchPredictor(program.module().to(device), Metadata.read(extra[METADATA_FILE], source), device)
 
 
 def load(path: str | os.PathLike, device: torch.device, *, explicit: bool = True) -> Predictor:
-    """A Predictor for an .onnx or a .pt2 file, on `device` (`explicit=False`: a default, see predictor_from_bytes)."""
+    """A Predictor for an .onnx or a .pt2 file, on `device` (`explicit=False`: a default, see predictor_from_bytes),
+    checked for one logit per class name on one blank image before any of the user's images is read."""
     fmt = format_of(path)
     if fmt is None:
         raise ExportError(f"{path} is not an exported model (.onnx or .pt2)")
     if not Path(path).is_file():
         raise ExportError(f"{path} does not exist")
     predictor = predictor_from_bytes(Path(path).read_bytes(), fmt, device, str(path), explicit=explicit)
-    check_outputs(predictor, str(path))
-    return predictor
-
-
-def check_outputs(predictor: Predictor, source: str) -> None:
-    """One logit per class name, checked on one blank image before any of the user's images is read."""
     size, count = predictor.metadata.image_size, len(predictor.metadata.class_names)
     try:
         logits = predictor.predict_logits(torch.zeros(1, 3, size, size))
     except Exception as error:  # onnxruntime's and torch's own errors for an input the model cannot take
-        raise ExportError(f"{source} cannot classify a {size} px image as its metadata says "
+        raise ExportError(f"{path} cannot classify a {size} px image as its metadata says "
                           f"({type(error).__name__})") from None
     if tuple(logits.shape) != (1, count):
-        raise ExportError(f"{source} gives logits of shape {tuple(logits.shape)} for one image, but its metadata "
+        raise ExportError(f"{path} gives logits of shape {tuple(logits.shape)} for one image, but its metadata "
                           f"names {count} classes")
+    return predictor

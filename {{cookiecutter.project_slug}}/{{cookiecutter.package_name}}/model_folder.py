@@ -14,7 +14,6 @@ checkpoint layout run_state checks); its backbone, if an import path, is importe
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,23 +24,10 @@ from torchvision import models
 from .backbones import builder_kwargs, find_classifier, is_import_path, resolve_backbone
 from .devkit.atomic import atomic_write
 from .devkit.placement import building_on
-from .errors import MissingDependencyError, UserError
+from .model_files import ExportError, require
 
 WEIGHTS, SETTINGS, CARD = "model.safetensors", "config.json", "README.md"
 FORMAT = "image-classifier safetensors folder, version 1"  # config.json's "format": what reads it back
-
-
-class ModelFolderError(UserError):
-    """A folder that is not a model folder this project writes, or cannot be written where asked."""
-
-
-def _safetensors():
-    try:
-        import safetensors.torch
-    except ImportError:
-        raise MissingDependencyError("safetensors folders need the safetensors package: "
-                                     "pip install -e '.[export]'") from None
-    return safetensors.torch
 
 
 def is_model_folder(path: str | Path) -> bool:
@@ -65,31 +51,26 @@ def torchvision_recipe(name: str, image_size: int) -> dict[str, Any] | None:
     return {"kwargs": kwargs, "keys": {f"head.{part}": f"{classifier}.{part}" for part in ("weight", "bias")}}
 
 
-def settings(state: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
-    """config.json: what a reader needs beside the weights, and torchvision's recipe for a torchvision backbone."""
-    backbone = state["config"]["backbone"]
-    recipe = None if is_import_path(backbone) else torchvision_recipe(backbone, metadata["image_size"])
-    return {"format": FORMAT, **metadata, "torchvision": recipe,
-            "class_counts": state.get("class_counts"), "epoch": int(state.get("epoch", 0))}
-
-
 def write(state: dict[str, Any], metadata: dict[str, Any], run_record: dict | None, out: str | Path) -> Path:
-    """The folder `out` (new, or empty): the weights, settings and card, written whole or not at all."""
+    """The folder `out` (new, or empty): the weights, config.json (with torchvision's recipe for a torchvision
+    backbone) and card, written whole or not at all."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ModelFolderError(f"--out {out} already exists and is not an empty folder; name a new folder")
-    values = settings(state, metadata)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
-    try:
-        _safetensors().save_file({key: tensor.contiguous() for key, tensor in state["model"].items()},
-                                 str(scratch / WEIGHTS))
+        raise ExportError(f"--out {out} already exists and is not an empty folder; name a new folder")
+    backbone = state["config"]["backbone"]
+    recipe = None if is_import_path(backbone) else torchvision_recipe(backbone, metadata["image_size"])
+    values = {"format": FORMAT, **metadata, "torchvision": recipe,
+              "class_counts": state.get("class_counts"), "epoch": int(state.get("epoch", 0))}
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None,
+                                     ignore_cleanup_errors=True) as scratch:
+        scratch = Path(scratch)
+        require("safetensors.torch", "--format safetensors").save_file(
+            {key: tensor.contiguous() for key, tensor in state["model"].items()}, str(scratch / WEIGHTS))
         atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
         atomic_write(scratch / CARD, card(values, state, run_record))
         if out.exists():
             out.rmdir()
         scratch.rename(out)  # the folder appears whole: a kill before this leaves only the hidden scratch folder
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return out
 
 
@@ -100,13 +81,13 @@ def read(folder: str | Path) -> dict[str, Any]:
     try:
         values = json.loads((folder / SETTINGS).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as error:
-        raise ModelFolderError(f"{folder}: no readable {SETTINGS} ({type(error).__name__})") from None
+        raise ExportError(f"{folder}: no readable {SETTINGS} ({type(error).__name__})") from None
     if not isinstance(values, dict) or values.get("format") != FORMAT:
-        raise ModelFolderError(f"{folder}: {SETTINGS} is not one this project's export.py writes")
+        raise ExportError(f"{folder}: {SETTINGS} is not one this project's export.py writes")
     try:
-        weights = _safetensors().load_file(str(folder / WEIGHTS), device="cpu")
+        weights = require("safetensors.torch", "a model folder").load_file(str(folder / WEIGHTS), device="cpu")
     except (OSError, ValueError, RuntimeError) as error:  # safetensors' own errors for a damaged file
-        raise ModelFolderError(f"{folder}: {WEIGHTS} is not readable ({type(error).__name__})") from None
+        raise ExportError(f"{folder}: {WEIGHTS} is not readable ({type(error).__name__})") from None
     preprocessing = {key: values.get(key) for key in ("image_size", "resize_size", "mean", "std")}
     return {"model": weights, "config": {"backbone": values.get("backbone")}, "class_names": values.get("class_names"),
             "image_size": values.get("image_size"), "epoch": values.get("epoch", 0),

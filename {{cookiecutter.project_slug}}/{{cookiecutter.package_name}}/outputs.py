@@ -6,13 +6,12 @@ The pictures are drawn and saved by plots.py; both write through devkit/atomic.p
 from __future__ import annotations
 
 import csv
-import io
 import json
 import platform
 import sys
 from pathlib import Path
 
-from .devkit.atomic import atomic_write
+from .devkit.atomic import atomic_file, atomic_write
 
 METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s",
                    "unreadable_images",  # files skipped so far (data/unreadable.py)
@@ -35,13 +34,12 @@ def run_environment() -> dict:
 
 def write_metrics(path: Path, rows: list[dict]) -> None:
     """Write every epoch's metrics as CSV with the fixed column order (options' own columns after them)."""
-    buffer = io.StringIO()
     # plugins' own columns (e.g. the EMA's), from every row: a resumed run's rows may have more than older ones
     extra = list(dict.fromkeys(key for row in rows for key in row if key not in METRICS_COLUMNS))
-    writer = csv.DictWriter(buffer, fieldnames=[*METRICS_COLUMNS, *extra], lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write(path, buffer.getvalue())
+    with atomic_file(path, "w") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[*METRICS_COLUMNS, *extra], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def read_metrics(path: Path) -> list[dict]:

@@ -7,14 +7,14 @@ PNG atomically. matplotlib is imported here only, so training without plots neve
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from .devkit.atomic import atomic_write
+from .devkit.atomic import atomic_file
 
 
 def curves_figure(rows: Sequence[dict]) -> Figure:
@@ -26,9 +26,7 @@ def curves_figure(rows: Sequence[dict]) -> Figure:
         loss_ax.plot(epochs, [row[f"{split}_loss"] for row in rows], marker="o", label=split)
         acc_ax.plot(epochs, [row[f"{split}_acc"] for row in rows], marker="o", label=split)
     for axis, title in ((loss_ax, "loss"), (acc_ax, "accuracy")):
-        axis.set_title(title)
-        axis.set_xlabel("epoch")
-        axis.set_xticks(epochs)  # whole epochs only, even for a one- or two-epoch run
+        axis.set(title=title, xlabel="epoch", xticks=epochs)  # ticks: whole epochs only, even for a short run
         axis.grid(alpha=0.3)
         axis.legend()
     acc_ax.set_ylim(0.0, 1.02)
@@ -47,15 +45,10 @@ def confusion_figure(matrix: torch.Tensor, class_names: Sequence[str]) -> Figure
     ticks = range(len(class_names))
     axis.set_xticks(ticks, labels=list(class_names), rotation=45, ha="right")
     axis.set_yticks(ticks, labels=list(class_names))
-    axis.set_xlabel("predicted")
-    axis.set_ylabel("true")
+    axis.set(xlabel="predicted", ylabel="true", title="confusion matrix")
     threshold = counts.max().item() / 2
-    for row in range(len(counts)):
-        for col in range(len(counts)):
-            count = int(counts[row, col])
-            axis.text(col, row, str(count), ha="center", va="center",
-                      color="white" if count > threshold else "black")
-    axis.set_title("confusion matrix")
+    for (row, col), count in np.ndenumerate(counts.numpy()):
+        axis.text(col, row, str(count), ha="center", va="center", color="white" if count > threshold else "black")
     figure.tight_layout()
     return figure
 
@@ -85,7 +78,6 @@ def mistakes_figure(images: torch.Tensor, targets: Sequence[int], predictions: S
 
 def save_figure(figure: Figure, path: str | Path, dpi: int = 100) -> Path:
     """Render `figure` as a PNG and write it atomically to `path`."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi)
-    atomic_write(path, buffer.getvalue())
+    with atomic_file(path) as handle:
+        figure.savefig(handle, format="png", dpi=dpi)
     return Path(path)

@@ -57,18 +57,6 @@ def check_pt2(data: bytes, source: str) -> None:
         names = archive.namelist()
     except (zipfile.BadZipFile, OSError, ValueError) as error:
         raise UnsafeExportError(f"{source} is not a readable .pt2 file ({error})") from None
-    for name, kind in _members(names, source):
-        entry = f"{source}: {name}"
-        if kind == "pickle":
-            _check_pickle(archive.read(name), entry)
-        elif kind in ("weights", "constants"):
-            _check_payloads(_json(archive.read(name), entry), entry, constants=kind == "constants")
-        elif kind == "program":
-            _check_program(_json(archive.read(name), entry), entry)
-
-
-def _members(names: list[str], source: str) -> Iterator[tuple[str, str]]:
-    """Each member with what it holds (pickle, weights, constants, program, data); UnsafeExportError for any other."""
     top = {name.split("/", 1)[0] for name in names}
     legacy = not top - LEGACY_MEMBERS - {"extra_files"}
     for name in names:
@@ -78,16 +66,15 @@ def _members(names: list[str], source: str) -> Iterator[tuple[str, str]]:
         if not known:
             raise UnsafeExportError(f"{source}: {name} is not part of a model torch.export.save writes "
                                     "(compiled code, or a foreign archive); refused")
+        entry = f"{source}: {name}"
         if inner.startswith(("extra_files/", "extra/")):
-            yield name, "data"  # text for the caller (metadata.json), never loaded by torch
-        elif inner.endswith(".pt"):
-            yield name, "pickle"
-        elif inner.endswith("_config.json") and inner.startswith("data/"):
-            yield name, inner.split("/")[1]  # data/weights/... or data/constants/...
+            continue  # text for the caller (metadata.json), never loaded by torch
+        if inner.endswith(".pt"):
+            _check_pickle(archive.read(name), entry)
+        elif inner.startswith("data/") and inner.endswith("_config.json"):  # data/weights/... or data/constants/...
+            _check_payloads(_json(archive.read(name), entry), entry, constants=inner.startswith("data/constants/"))
         elif inner.endswith(".json"):
-            yield name, "program"
-        else:
-            yield name, "data"
+            _check_program(_json(archive.read(name), entry), entry)
 
 
 def _json(raw: bytes, entry: str) -> Any:
@@ -112,11 +99,10 @@ def _check_payloads(config: Any, entry: str, constants: bool) -> None:
     if not isinstance(payloads, dict):
         raise UnsafeExportError(f"{entry} is not a payload list torch.export.save writes")
     for fqn, meta in payloads.items():
-        path = meta.get("path_name", "") if isinstance(meta, dict) else ""
         if not isinstance(meta, dict) or meta.get("use_pickle") is not False:
             raise UnsafeExportError(f"{entry}: {fqn} is pickled (use_pickle); refused: loading it could run code")
-        if constants and not str(path).startswith("tensor_"):
-            raise UnsafeExportError(f"{entry}: {fqn} is a custom or opaque object ({path}); refused")
+        if constants and not str(meta.get("path_name", "")).startswith("tensor_"):
+            raise UnsafeExportError(f"{entry}: {fqn} is a custom or opaque object ({meta.get('path_name')}); refused")
 
 
 def _check_program(program: Any, entry: str) -> None:
