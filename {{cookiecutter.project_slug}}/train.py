@@ -17,15 +17,10 @@ from pathlib import Path
 
 import torch
 
-from {{ cookiecutter.package_name }} import cli, devkit, settings, startup
+from {{ cookiecutter.package_name }} import cli, devkit, startup
 from {{ cookiecutter.package_name }}.plugins import Plugin, load_plugins
 from {{ cookiecutter.package_name }}.training import epochs, run_folder, seeding, stopping
 from {{ cookiecutter.package_name }}.training.run import Run
-
-
-def get_args_parser():
-    """train.py's flags (settings.py declares them), for scripts that reuse them."""
-    return settings.get_args_parser(load_plugins())
 
 
 def report_start(run: Run, start: startup.Start) -> None:
@@ -50,21 +45,19 @@ def report_start(run: Run, start: startup.Start) -> None:
 def train(argv: list[str] | None, installed: list[Plugin]) -> int:
     """Settle, build, then train; nothing is written until every input has been checked."""
     start = startup.settle(argv, installed)
-    try:
+    with contextlib.ExitStack() as held:  # closed in reverse: the folder's claim (lock), the run, the processes
+        held.callback(start.processes.close)
         torch.set_num_threads(start.cfg.threads)  # a resumed run's own count: it changes CPU sums' last bits
         seeding.seed_everything(start.cfg.seed)  # the initial weights too: same seed, same run
-        with contextlib.closing(Run(start.cfg, start.device, start.processes, installed)) as run:
-            if start.plan.resume:
-                run.resume(start.plan.resume)
-            report_start(run, start)
-            if start.debug_devices:
-                devkit.DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's
-            with contextlib.ExitStack() as held:  # the folder stays claimed (locked) until the run ends
-                out = run.processes.decide(lambda: held.enter_context(run_folder.claim(start.plan, run.cfg.overwrite)))
-                run.cfg = dataclasses.replace(run.cfg, out=str(out))  # a runs/<timestamp> taken meanwhile: a suffix
-                return train_in(run, out, start)
-    finally:
-        start.processes.close()
+        run = held.enter_context(contextlib.closing(Run(start.cfg, start.device, start.processes, installed)))
+        if start.plan.resume:
+            run.resume(start.plan.resume)
+        report_start(run, start)
+        if start.debug_devices:
+            devkit.DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's
+        out = run.processes.decide(lambda: held.enter_context(run_folder.claim(start.plan, run.cfg.overwrite)))
+        run.cfg = dataclasses.replace(run.cfg, out=str(out))  # a runs/<timestamp> taken meanwhile: a suffix
+        return train_in(run, out, start)
 
 
 def train_in(run: Run, out: Path, start: startup.Start) -> int:

@@ -59,17 +59,27 @@ def test_flags_beside_config_override_the_file_and_out_and_resume_are_not_taken(
     assert (cfg.out, cfg.resume) == (defaults.out, defaults.resume)  # the defaults, not the file's
 
 
+def test_a_whole_number_in_a_config_file_is_a_float_settings_value(tmp_path):
+    """JSON may write 2.0 as 2: a whole number for a float setting is that float; None for an optional one is None."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"weight_decay": 0, "clip_grad": None}))
+    cfg = parsed(["--config", str(path)])
+    assert (cfg.weight_decay, type(cfg.weight_decay), cfg.clip_grad) == (0.0, float, None)
+
+
 @pytest.mark.parametrize("content, message", [
     ({"epochs": 2, "learning_rate": 0.1}, "unknown key(s) learning_rate;"),
     ({"epochs": "three"}, 'bad value for epochs: "three" (expected int)'),
     ({"epochs": 2.5}, "bad value for epochs: 2.5 (expected int)"),
     ({"pretrained": "yes"}, 'bad value for pretrained: "yes" (expected bool)'),
+    ({"epochs": True}, "bad value for epochs: true (expected int)"),
     ({"precision": "fp8"}, 'bad value for precision: "fp8" (expected one of fp32, fp16, bf16)'),
     # The expected choices are this bake's (csv, none and its tracker answer's), so any answer keeps this test green.
     ({"logger": "no-such-logger"},
      f'bad value for logger: "no-such-logger" (expected one of {", ".join(settings.choices()["logger"])})'),
     ([1, 2], "expected a JSON object of settings, got list"),
-], ids=["unknown-key", "string-for-int", "float-for-int", "string-for-bool", "bad-choice", "bad-logger", "not-object"])
+], ids=["unknown-key", "string-for-int", "float-for-int", "string-for-bool", "bool-for-int", "bad-choice", "bad-logger",
+        "not-object"])
 def test_bad_config_file_is_one_line_and_exit_2(content, message, tmp_path, capsys):
     """An unknown key or a value of the wrong type or choice: one error line naming it, exit 2, nothing written."""
     path, out = tmp_path / "config.json", tmp_path / "run"
@@ -98,6 +108,17 @@ def test_threads_are_settled_as_typed_and_left_to_start_up_when_not():
     assert settings.settle([]).cfg.threads is None
     with pytest.raises(ConfigError, match="--threads"):
         settings.settle(["--threads", "0"])
+
+
+@pytest.mark.parametrize("flag, value", [("--epochs", "0"), ("--batch-size", "0"), ("--workers", "-1"),
+                                         ("--image-size", "15"), ("--save-every-minutes", "-1.0"),
+                                         ("--max-bad-fraction", "1.0"), ("--weight-decay", "-0.1"),
+                                         ("--clip-grad", "inf")])
+def test_a_number_out_of_its_range_is_refused_naming_the_flag_and_the_value(flag, value):
+    """Each numeric setting has a range (finite, for every float); a value outside it is a ConfigError saying so."""
+    with pytest.raises(ConfigError, match=f"^{flag} must be ") as refused:
+        settings.settle([flag, value])
+    assert str(refused.value).endswith(f", got {value}")
 
 
 def test_default_threads_are_omp_num_threads_else_this_ranks_share_of_the_idle_cores(monkeypatch):

@@ -11,22 +11,12 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from .devkit.edge import ArgumentParser  # the CLIs' parser: a bad flag is one line and exit 2
+from .devkit.edge import EXIT_BAD_INPUT, ArgumentParser  # the CLIs' parser: a bad flag is one line and exit 2
 from .errors import EXPLAINED_FAILURES, USER_ERRORS, one_line
 
 __all__ = ["ArgumentParser", "add_allow_import", "run_cli"]
 
-EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
-
-
-def _escape_unprintable(stream) -> None:
-    """Print what the output's encoding cannot hold (a file name that is not UTF-8) as backslash escapes.
-
-    Python writes file names it could not decode with surrogate escapes; a strict stdout
-    (PYTHONIOENCODING=utf-8:strict) would fail on them after the work was done.
-    """
-    if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
-        stream.reconfigure(errors="backslashreplace")
+EXIT_OK, EXIT_FAILURE = 0, 1
 
 
 def add_allow_import(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +29,10 @@ def add_allow_import(parser: argparse.ArgumentParser) -> None:
 
 def run_cli(command: Callable[[], int], *, verbose: bool = False) -> int:
     """Run `command`, mapping user errors to exit 2 and unexpected failures to exit 1."""
-    _escape_unprintable(sys.stdout)
+    # Python writes file names it could not decode (not UTF-8) with surrogate escapes; a strict stdout
+    # (PYTHONIOENCODING=utf-8:strict) would fail on them after the work was done: print them as backslash escapes.
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         code = command()
         sys.stdout.flush()  # a reader that went away (| head) is found here, inside the handlers below
@@ -47,12 +40,10 @@ def run_cli(command: Callable[[], int], *, verbose: bool = False) -> int:
     except BrokenPipeError:  # the reader took what it wanted and left: nothing failed
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so exit's own flush is quiet too
         return EXIT_OK
-    except USER_ERRORS as error:
+    # bad input (exit 2), or a failure its message fully explains: a full disk, a vanished run folder (exit 1)
+    except (*USER_ERRORS, *EXPLAINED_FAILURES) as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except EXPLAINED_FAILURES as error:  # a full disk, a vanished run folder: the message says what and where
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        return EXIT_FAILURE
+        return EXIT_BAD_INPUT if isinstance(error, USER_ERRORS) else EXIT_FAILURE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -70,25 +70,15 @@ def check_imports(values: Mapping, trusted: frozenset[str], source: str,
 
 
 UNIONS = (typing.Union, types.UnionType)  # `Optional[X]` and `X | None`
+# The JSON values each annotation (or its origin: list[str] -> list) takes; a float may be written 2, a tuple is a list
+JSON_KINDS = {type(None): type(None), bool: bool, int: int, float: (int, float), str: str, list: list, tuple: list}
 
 
 def value_fits(value: Any, hint: Any) -> bool:
     """Whether a JSON value fits a TrainConfig annotation (bool is not a number here, None only if optional)."""
-    for option in typing.get_args(hint) if typing.get_origin(hint) in UNIONS else (hint,):
-        if option is type(None) and value is None:
-            return True
-        if option is bool and isinstance(value, bool):
-            return True
-        if option in (int, float) and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if option is float and isinstance(value, float):
-            return True
-        if option is str and isinstance(value, str):
-            return True
-        origin = typing.get_origin(option)
-        if origin in (list, tuple) and isinstance(value, list):
-            return True
-    return False
+    options = typing.get_args(hint) if typing.get_origin(hint) in UNIONS else (hint,)
+    kinds = tuple(JSON_KINDS.get(typing.get_origin(option) or option, ()) for option in options)
+    return isinstance(value, kinds) and (bool in options or not isinstance(value, bool))
 
 
 def type_name(hint: Any) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import TrainConfig, check_imports, type_name, value_fits
+from .config import check_imports, type_name, value_fits
 from .errors import ConfigError
 
 # written by train.py as a record of the run, not settings
@@ -32,40 +32,38 @@ RECORD_KEYS = frozenset({"resolved_device", "device_identity", "class_names", "p
 PLACE_KEYS = frozenset({"out", "resume", "allow_import"})
 MAX_BYTES = 1 << 20  # a config.json is a few KB; a bigger file is not one
 MAX_DEPTH = 8  # settings are scalars or short lists, the record a few levels more: deeper is no config.json
+
+
 def _depth(value: Any) -> int:
-    """How many objects and lists nest in `value` (1: a flat object); counted without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
+    """How many objects and lists nest in `value` (1: a flat object)."""
+    if not isinstance(value, (dict, list)):
+        return 0
+    return 1 + max(map(_depth, value.values() if isinstance(value, dict) else value), default=0)
 
 
-def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | None = None, *,
-                     trusted: frozenset[str] = frozenset(), config_class: type = TrainConfig) -> dict[str, Any]:
+def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]], *, trusted: frozenset[str],
+                     config_class: type) -> dict[str, Any]:
     """The values a config.json sets (record and place keys dropped), each checked against its field of
     `config_class` (TrainConfig, with the plugins' settings: config.config_class).
 
     An import path the file names must be in `trusted` (the command line's own): else ConfigError.
     """
+    too_deep = f"--config {path}: nested more than {MAX_DEPTH} levels deep; a config.json is one object of settings"
     try:
         if Path(path).stat().st_size > MAX_BYTES:
             raise ConfigError(f"--config {path}: {Path(path).stat().st_size} bytes; a run's config.json is a few KB "
                               f"(at most {MAX_BYTES} read)")
         values = json.loads(Path(path).read_text(encoding="utf-8"))
+        if _depth(values) > MAX_DEPTH:
+            raise ConfigError(too_deep)
     except FileNotFoundError:
         raise ConfigError(f"--config {path}: no such file") from None
-    except RecursionError:  # json's decoder recurses once per level: '[[[[...' thousands deep
-        raise ConfigError(f"--config {path}: nested too deeply; a config.json is one object of settings") from None
+    except RecursionError:  # json's decoder and _depth recurse once per level: '[[[[...' thousands deep
+        raise ConfigError(too_deep) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ConfigError(f"--config {path}: not a readable JSON file ({error})") from None
     if not isinstance(values, dict):
         raise ConfigError(f"--config {path}: expected a JSON object of settings, got {type(values).__name__}")
-    if _depth(values) > MAX_DEPTH:
-        raise ConfigError(f"--config {path}: nested more than {MAX_DEPTH} levels deep; a run's config.json is "
-                          "one object of settings")
     hints = typing.get_type_hints(config_class)
     fields = {field.name for field in dataclasses.fields(config_class)}
     unknown = sorted(set(values) - fields - RECORD_KEYS)
@@ -73,7 +71,7 @@ def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]] | No
         raise ConfigError(f"--config {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
     settings = {}
     for key in sorted(fields & set(values) - PLACE_KEYS):
-        value, allowed = values[key], (choices or {}).get(key)
+        value, allowed = values[key], choices.get(key)
         if value is None and not value_fits(None, hints[key]):
             continue  # null for a setting that always has a value: the project default (older config.json files)
         if not value_fits(value, hints[key]) or (allowed and value is not None and value not in allowed):

@@ -18,7 +18,7 @@ from . import backbones, config, hooks, plugins
 from .config import usable_cores  # also settings.usable_cores: the bound --threads is checked against
 from .config_file import read_config_file
 from .data import DEMO_IMAGE_SIZE
-from .data.transforms import AUGMENTATIONS, MAX_IMAGE_SIZE
+from .data.transforms import AUGMENTATIONS, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE
 from .devkit.edge import ArgumentParser
 from .devkit.precision import DTYPES
 from .errors import ConfigError
@@ -199,47 +199,37 @@ def get_args_parser(installed: list | None = None) -> argparse.ArgumentParser:
 def check(cfg: config.TrainConfig, installed: list = ()) -> None:
     """Refuse values that cannot work (ConfigError), before anything is built or written; `installed` plugins check
     their own settings."""
-    for name in ("epochs", "batch_size"):
-        if getattr(cfg, name) < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
-    if cfg.threads is not None and not 1 <= cfg.threads <= usable_cores():
-        # more threads than cores only contend; thousands exhaust the host's threads and crash OpenMP
-        raise ConfigError(f"--threads must be between 1 and {usable_cores()} (the cores this process may use), "
-                          f"got {cfg.threads}")
-    if not SEED_RANGE[0] <= cfg.seed <= SEED_RANGE[1]:
-        raise ConfigError(f"--seed must be between {SEED_RANGE[0]} and {SEED_RANGE[1]} (what torch.manual_seed "
-                          f"takes), got {cfg.seed}")
     for name in ("data", "out", "resume", "init_from"):  # '' would mean the current folder: a typo, not a plan
         if getattr(cfg, name) is not None and not str(getattr(cfg, name)).strip():
             raise ConfigError(f"--{name.replace('_', '-')} is empty; name a path, or leave the flag out")
-    if cfg.workers < 0 or (cfg.image_size is not None and cfg.image_size < 16):
-        raise ConfigError("--workers must be >= 0 and --image-size >= 16")
-    if cfg.workers > MAX_WORKERS:
-        raise ConfigError(f"--workers must be at most {MAX_WORKERS}, got {cfg.workers}")
-    _check_numbers(cfg)
-    if cfg.image_size is not None and cfg.image_size > MAX_IMAGE_SIZE:
-        raise ConfigError(f"--image-size must be at most {MAX_IMAGE_SIZE}, got {cfg.image_size}")
-    if cfg.save_every_minutes < 0 or not 0 <= cfg.max_bad_fraction < 1:
-        raise ConfigError("--save-every-minutes must be >= 0 and --max-bad-fraction in [0, 1)")
+    for field in dataclasses.fields(cfg):  # the plugins' settings too
+        value = getattr(cfg, field.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"--{field.name.replace('_', '-')} must be a finite number, got {value}")
+    cores, (lowest, highest) = usable_cores(), SEED_RANGE
+    limits = {  # each number's allowed values (None, where a setting may be unset, is not checked), and in words
+        "epochs": (lambda n: n >= 1, "at least 1"),
+        "batch_size": (lambda n: n >= 1, "at least 1"),
+        "workers": (lambda n: 0 <= n <= MAX_WORKERS, f"between 0 and {MAX_WORKERS}"),
+        "image_size": (lambda n: MIN_IMAGE_SIZE <= n <= MAX_IMAGE_SIZE,
+                       f"between {MIN_IMAGE_SIZE} and {MAX_IMAGE_SIZE}"),
+        # more threads than cores only contend; thousands exhaust the host's threads and crash OpenMP
+        "threads": (lambda n: 1 <= n <= cores, f"between 1 and {cores} (the cores this process may use)"),
+        "seed": (lambda n: lowest <= n <= highest, f"between {lowest} and {highest} (what torch.manual_seed takes)"),
+        "lr": (lambda x: x > 0, "greater than 0"),
+        "weight_decay": (lambda x: x >= 0, "at least 0"),
+        "label_smoothing": (lambda x: 0 <= x < 1, "in [0, 1)"),
+        "save_every_minutes": (lambda x: x >= 0, "at least 0"),
+        "max_bad_fraction": (lambda x: 0 <= x < 1, "in [0, 1)"),
+    }
+    for name, (allowed, words) in limits.items():
+        if getattr(cfg, name) is not None and not allowed(getattr(cfg, name)):
+            raise ConfigError(f"--{name.replace('_', '-')} must be {words}, got {getattr(cfg, name)}")
     backbones.resolve_backbone(cfg.backbone)
     if cfg.image_size:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
     for problem in [*recipe.check_config(cfg), *(line for plugin in installed for line in plugin.problems(cfg))]:
         raise ConfigError(problem)
-
-
-def _check_numbers(cfg: config.TrainConfig) -> None:
-    """Refuse NaN and infinite numbers anywhere, and learning rates, decays and smoothing out of range."""
-    for field in dataclasses.fields(cfg):
-        value = getattr(cfg, field.name)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"--{field.name.replace('_', '-')} must be a finite number, got {value}")
-    if not cfg.lr > 0:
-        raise ConfigError(f"--lr must be greater than 0, got {cfg.lr}")
-    if cfg.weight_decay < 0:
-        raise ConfigError(f"--weight-decay must not be negative, got {cfg.weight_decay}")
-    if not 0 <= cfg.label_smoothing < 1:
-        raise ConfigError(f"--label-smoothing must be in [0, 1), got {cfg.label_smoothing}")
 
 
 def settle(argv: list[str] | None = None, installed: list | None = None) -> Settled:

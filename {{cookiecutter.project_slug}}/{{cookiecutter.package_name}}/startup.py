@@ -45,8 +45,8 @@ def settle(argv: list[str] | None, plugins: list) -> Start:
     device = config.configure_device(typed.cfg.device)
     if device.type == "meta":
         raise ConfigError("--device meta holds no data: it can build a model, not train one; use cpu or an accelerator")
-    settled, notes = resumed(typed, plugins)
-    cfg, mode_notes = on_device(settled, device, plugins)
+    settled, notes = on_device(typed, device, plugins)
+    cfg = settled.cfg
     processes = next(filter(None, (plugin.processes(cfg, device) for plugin in plugins)), None) or Processes()
     try:
         plan = processes.decide(lambda: run_folder.plan(cfg.out, cfg.resume, cfg.overwrite))
@@ -54,9 +54,9 @@ def settle(argv: list[str] | None, plugins: list) -> Start:
         if plan.resume:  # the main process's checkpoint in every process, also where it cannot read that file
             source, sent = processes.checkpoint(plan.resume)
             if source != plan.resume:  # this process settled without it: again, from the copy it was sent
-                settled, notes = resumed(dataclasses.replace(typed, cfg=dataclasses.replace(typed.cfg, resume=source)),
-                                         plugins)
-                cfg, mode_notes = on_device(settled, device, plugins)
+                copy = dataclasses.replace(typed, cfg=dataclasses.replace(typed.cfg, resume=source))
+                settled, notes = on_device(copy, device, plugins)
+                cfg = settled.cfg
             plan, notes = dataclasses.replace(plan, resume=source), [*notes, sent]
         pretrained, weights_note = model.resolve_pretrained(  # a resumed run or --init-from brings its own weights
             cfg.backbone, cfg.pretrained and not (plan.resume or cfg.init_from), "pretrained" in settled.explicit)
@@ -65,16 +65,24 @@ def settle(argv: list[str] | None, plugins: list) -> Start:
         raise
     cfg = dataclasses.replace(cfg, out=str(plan.out), resume=plan.resume, pretrained=pretrained,
                               threads=cfg.threads or config.default_threads())  # a resumed run keeps its own count
-    notes = [note for note in (*notes, *mode_notes, plan.note, weights_note) if note]
+    notes = [note for note in (*notes, plan.note, weights_note) if note]
     return Start(cfg, device, processes, plan, notes, typed.verbose, typed.debug_devices)
 
 
-def on_device(settled: settings.Settled, device: torch.device, plugins: list) -> tuple[config.TrainConfig, list[str]]:
-    """The settings that depend on the device: the parallel mode and precision, and what plugins bring, checked."""
+def on_device(typed: settings.Settled, device: torch.device, plugins: list) -> tuple[settings.Settled, list[str]]:
+    """The run's settings on this device, with notes: a resumed run's own (`resumed`); what plugins bring must run
+    here; --parallel and --precision: explicit values must run here, defaults may fall back."""
+    settled, notes = resumed(typed, plugins)
+    cfg, explicit = settled.cfg, settled.explicit
     for field in ("logger", "decode"):  # a value a plugin brought must be able to run here
-        settings.check_available(plugins, field, getattr(settled.cfg, field), device)
-    parallel, precision_name, notes = modes(settled, device, plugins)
-    return dataclasses.replace(settled.cfg, parallel=parallel, precision=precision_name), notes
+        settings.check_available(plugins, field, getattr(cfg, field), device)
+    parallel, parallel_note = wrapping.resolve_parallel(cfg.parallel if "parallel" in explicit else None,
+                                                        cfg.parallel, device, plugins)
+    wrapping.check_combination(parallel, cfg.compile)  # before anything is built or written
+    precision_name, precision_note = precision.resolve_precision(
+        cfg.precision if "precision" in explicit else None, cfg.precision, device)
+    cfg = dataclasses.replace(cfg, parallel=parallel, precision=precision_name)
+    return dataclasses.replace(settled, cfg=cfg), [*notes, parallel_note, precision_note]
 
 
 def resumed(typed: settings.Settled, plugins: list) -> tuple[settings.Settled, list[str]]:
@@ -93,17 +101,6 @@ def resumed(typed: settings.Settled, plugins: list) -> tuple[settings.Settled, l
 def checkpoint_file(path: str) -> Path:
     """The file a --resume path means: itself, or a run folder's last.pt."""
     return Path(path) / "last.pt" if Path(path).is_dir() else Path(path)
-
-
-def modes(settled: settings.Settled, device: torch.device, plugins: list) -> tuple[str, str, list[str]]:
-    """--parallel and --precision on this device: explicit values must run here, defaults may fall back (notes)."""
-    cfg, explicit = settled.cfg, settled.explicit
-    parallel, parallel_note = wrapping.resolve_parallel(cfg.parallel if "parallel" in explicit else None,
-                                                        cfg.parallel, device, plugins)
-    wrapping.check_combination(parallel, cfg.compile)  # before anything is built or written
-    precision_name, precision_note = precision.resolve_precision(
-        cfg.precision if "precision" in explicit else None, cfg.precision, device)
-    return parallel, precision_name, [note for note in (parallel_note, precision_note) if note]
 
 
 def prepare_out(run, out: Path, plan: run_folder.Plan) -> None:
@@ -155,10 +152,10 @@ def own_settings(settled: settings.Settled, saved: dict, source: str, trained_im
             raise ConfigError(f"{flag} {typed} would change the run {source} continues (it has {was}); leave it "
                               f"out to resume, or start a new run from its weights with --init-from {source}")
         notes.append(f"resume: {flag} {typed} (the run had {was})")
-    # How and where this process runs is its own: the device spec, the run folder and what to continue from.
-    keep = {name: getattr(settled.cfg, name) for name in ("device", "out", "resume", "overwrite", "resplit",
-                                                          "allow_import")}
-    chosen = {**own, **{name: getattr(settled.cfg, name) for name in settled.explicit & fields}, **keep}
+    # Typed flags win; how and where this process runs is its own: the device spec, the run folder, what to
+    # continue from, which imports it trusts.
+    mine = settled.explicit & fields | {"device", "out", "resume", "overwrite", "resplit", "allow_import"}
+    chosen = {**own, **{name: getattr(settled.cfg, name) for name in mine}}
     if "threads" not in settled.explicit and not 1 <= (chosen.get("threads") or 1) <= config.usable_cores():
         notes.append(f"resume: the default thread count, the run's {chosen['threads']} being more than this "
                      "machine's cores (CPU sums then differ from an unbroken run's in their last bits)")
