@@ -15,6 +15,7 @@ import torch
 
 from .. import metrics, outputs
 from ..devkit.atomic import atomic_link
+from ..errors import one_line
 from . import loop, recipe, run_state, seeding, stopping
 from .run import Run
 
@@ -113,7 +114,7 @@ def tell_epoch(run: Run, plugin, row: dict) -> None:
     except Exception as error:  # a corrupted store, a killed service, a full disk on the tracker's side
         if not plugin.optional:
             raise
-        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        reason = one_line(error)[:200]
         print(f"warning: {plugin.name} failed at epoch {row['epoch']} ({type(error).__name__}: {reason}); "
               "metrics.csv and the checkpoints go on without it", file=sys.stderr, flush=True)
         with contextlib.suppress(Exception):

@@ -32,8 +32,7 @@ RUNS_ROOT = Path("runs")
 LATEST = "latest"
 RUN_FILES = ("last.pt", "best.pt", "metrics.csv", "curves.png")  # what --overwrite removes
 LOCK_FILE = ".lock"
-_HELD_LOCKS: set[int] = set()  # descriptors of the run-folder locks this process holds
-_CLAIMED: dict[str, int] = {}  # the absolute path of each run folder this process holds -> its lock's descriptor
+_CLAIMED: dict[str, int] = {}  # the absolute path of each run folder this process locked -> its lock's descriptor
 
 
 def _drop_locks_in_child() -> None:
@@ -42,9 +41,8 @@ def _drop_locks_in_child() -> None:
     An flock belongs to the open file, which a forked child shares: a persistent worker that outlived
     the run would otherwise keep the folder locked after the run ended.
     """
-    for fd in _HELD_LOCKS:
+    for fd in _CLAIMED.values():
         os.close(fd)
-    _HELD_LOCKS.clear()
     _CLAIMED.clear()
 
 
@@ -110,10 +108,9 @@ def plan(out: str | None, resume: str | None, overwrite: bool) -> Plan:
     if resume == "auto":
         if out is None:
             raise ConfigError("--resume auto needs --out DIR: the folder a restarted job continues in")
-        folder = Path(out)
-        if (folder / "last.pt").is_file():
-            return Plan(folder, str(folder / "last.pt"), f"resume auto: continuing from {folder / 'last.pt'}")
-        return Plan(folder, None, f"resume auto: no {folder / 'last.pt'} yet, starting fresh")
+        last = resume_source(out, resume)
+        note = f"continuing from {last}" if last else f"no {Path(out) / 'last.pt'} yet, starting fresh"
+        return Plan(Path(out), last, f"resume auto: {note}")
     if resume is not None:
         source = Path(resume)
         return Plan(Path(out) if out else (source if source.is_dir() else source.parent), resume)
@@ -154,7 +151,7 @@ def _lock(folder: Path):
         handle.close()
         raise RunDirError(f"{folder} is in use by another training run (it holds {folder / LOCK_FILE}); "
                           "wait for it to end, or choose another --out") from None
-    _HELD_LOCKS.add(handle.fileno())
+    _CLAIMED[os.path.abspath(folder)] = handle.fileno()
     return handle
 
 
@@ -173,13 +170,10 @@ def claim(plan: Plan, overwrite: bool = False) -> Iterator[Path]:
         if plan.resume is None and not overwrite and holds_checkpoint(folder):
             raise RunDirError(f"{folder} holds another run's checkpoints, written while this run was starting; "
                               f"continue it with --resume {folder}, or replace it with --overwrite")
-        if handle is not None:
-            _CLAIMED[os.path.abspath(folder)] = handle.fileno()
         yield folder
     finally:
         if handle is not None:
             _CLAIMED.pop(os.path.abspath(folder), None)
-            _HELD_LOCKS.discard(handle.fileno())
             handle.close()  # releases the lock
 
 
