@@ -146,14 +146,12 @@ def check_weights(weights: dict, key: str, path: str | os.PathLike) -> None:
 
 
 def _check_loss(loss: dict, num_classes: int, path: str | os.PathLike) -> None:
+    """Named tensors, finite (check_weights); the class weights one per class, none negative."""
+    check_weights(loss, "loss", path)
     weights = loss.get("class_weights")
-    if weights is None:
-        return
-    if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != (num_classes,):
-        shape = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
-        raise _refuse(path, f"loss.class_weights is {shape}, expected one weight per class ({num_classes})")
-    if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
-        raise _refuse(path, "loss.class_weights holds a negative, NaN or infinite weight")
+    if weights is not None and (tuple(weights.shape) != (num_classes,) or bool((weights < 0).any())):
+        raise _refuse(path, f"loss.class_weights is {tuple(weights.shape)}; expected one weight per class "
+                            f"({num_classes}), none below 0")
 
 
 def check_head(state: dict[str, Any], path: str | os.PathLike) -> None:
