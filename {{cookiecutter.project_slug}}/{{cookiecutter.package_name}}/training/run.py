@@ -128,7 +128,6 @@ class Run:
         # device, keeps AdamW's `step` counters on the CPU where torch wants them, and the RNG
         # states stay host tensors (a CUDA one cannot become a NumPy array).
         state = run_state.read(path, trusted=self.trusted, config_class=type(self.cfg))
-        run_state.check_classes(state, self.class_names, path)
         epoch, step = run_state.resume_position(state)
         # Another number of processes: the same sample of the epoch in this run's steps, or a ResumeLayoutError
         self.start_step, self.resume_notes = self.processes.continue_at(state.get("layout"), step, self.layout(),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import time
 from collections.abc import Iterator
@@ -73,16 +74,6 @@ def holds_checkpoint(folder: Path) -> bool:
     return any((folder / name).is_file() for name in ("last.pt", "best.pt"))
 
 
-def new_run_name(root: Path = RUNS_ROOT) -> str:
-    """A timestamp no folder under `root` uses yet (a suffix when two runs start in the same second)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    name, count = stamp, 1
-    while (root / name).exists():
-        count += 1
-        name = f"{stamp}-{count}"
-    return name
-
-
 def resume_source(out: str | None, resume: str | None) -> str | None:
     """The checkpoint a run with these --out and --resume continues (None: it starts afresh); reads nothing."""
     if resume == "auto":
@@ -115,7 +106,7 @@ def plan(out: str | None, resume: str | None, overwrite: bool) -> Plan:
         source = Path(resume)
         return Plan(Path(out) if out else (source if source.is_dir() else source.parent), resume)
     if out is None:
-        return Plan(RUNS_ROOT / new_run_name(), None, link_latest=True)
+        return Plan(RUNS_ROOT / time.strftime("%Y%m%d-%H%M%S"), None, link_latest=True)  # claim makes it new
     folder = Path(out)
     if holds_checkpoint(folder) and not overwrite:
         raise RunDirError(f"{folder} holds another run's checkpoints; continue it with --resume {folder} "
@@ -124,18 +115,16 @@ def plan(out: str | None, resume: str | None, overwrite: bool) -> Plan:
 
 
 def _create(plan: Plan) -> Path:
-    """The plan's folder, made now: a new runs/<timestamp> exclusively (a suffix when taken), any other as needed."""
+    """The plan's folder, made now: a new runs/<timestamp> exclusively (-2, -3, ... when taken), any other as needed."""
     if not plan.link_latest:
         plan.out.mkdir(parents=True, exist_ok=True)
         return plan.out
     plan.out.parent.mkdir(parents=True, exist_ok=True)
-    folder = plan.out
-    while True:
-        try:
+    for count in itertools.count(1):
+        folder = plan.out.with_name(f"{plan.out.name}-{count}" if count > 1 else plan.out.name)
+        with contextlib.suppress(FileExistsError):
             folder.mkdir()  # not exist_ok: two runs started in the same second must not share a folder
             return folder
-        except FileExistsError:
-            folder = plan.out.parent / new_run_name(plan.out.parent)
 
 
 def _lock(folder: Path):

@@ -132,19 +132,16 @@ def loss_from_state(state: dict[str, Any], device: torch.device) -> WeightedCros
     return WeightedCrossEntropy(weights, smoothing).to(device)
 
 
-def check_classes(state: dict[str, Any], class_names: list[str], source: str) -> None:
-    """Refuse to continue a run on data whose classes differ from the checkpoint's."""
-    if list(state["class_names"]) != list(class_names):
-        raise checkpoint.CheckpointError(
-            f"{source} was trained on classes {state['class_names']}, the data has {list(class_names)}")
-
-
 def restore_training(state: dict[str, Any], *, run, source: str, steps_done: int = 0) -> None:
     """Load weights, optimizer, scaler, RNG and plugin states into a freshly built run; its schedule at `steps_done`.
 
-    The scheduler keeps the schedule built for this run (its epochs and steps per epoch may differ from the
-    checkpoint's, see optimization.restore_position) and stands at `steps_done` optimizer steps of it.
+    The checkpoint must name the classes of the run's data (CheckpointError). The scheduler keeps the schedule
+    built for this run (its epochs and steps per epoch may differ from the checkpoint's, see
+    optimization.restore_position) and stands at `steps_done` optimizer steps of it.
     """
+    if list(state["class_names"]) != list(run.class_names):  # the run's data has other classes
+        raise checkpoint.CheckpointError(
+            f"{source} was trained on classes {state['class_names']}, the data has {list(run.class_names)}")
     if state.get("weights", "model") != "model":
         raise checkpoint.CheckpointError(f"{source} holds the {state['weights']} weights of a best.pt; resume from "
                                          "last.pt")
