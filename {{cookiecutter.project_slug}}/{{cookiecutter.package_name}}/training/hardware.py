@@ -11,7 +11,6 @@ instead of side by side through every signature.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 
 import torch
@@ -90,7 +89,3 @@ class Hardware:
             raise ValueError("uint8 batches need the preprocessing's mean and std: Hardware.create(..., mean=, std=)")
         mean, std = self.normalization
         return images.to(torch.float32).mul_(1.0 / 255).sub_(mean).div_(std)
-
-    def autocast(self) -> contextlib.AbstractContextManager:
-        """The precision policy's autocast (a no-op under fp32)."""
-        return self.policy.autocast()

@@ -145,7 +145,7 @@ def _forward_backward(model: nn.Module, loss_fn: nn.Module, hw: Hardware, recipe
     images, labels = hw.batch(images, labels)  # (B, 3, H, W), (B,)
     images, targets = recipe.mix(images, labels) if recipe.mix is not None else (images, labels)  # (B,) or (B, C)
     with contextlib.nullcontext() if sync else hw.processes.no_sync(model):
-        with hw.autocast():
+        with hw.policy.autocast():  # a no-op under fp32
             logits = model(images)  # (B, C)
         loss = loss_fn(logits, targets)
         hw.scaler.scale(loss / recipe.accum_steps).backward()
@@ -182,7 +182,7 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, 
     with Progress(val_loader, "validate", progress) as bar:
         for images, targets in bar:
             images, targets = hw.batch(images, targets)
-            with hw.autocast():
+            with hw.policy.autocast():  # a no-op under fp32
                 logits = model(images)
             predictions = logits.argmax(dim=1)  # (B,)
             totals.loss_sum += loss_fn(logits, targets) * targets.size(0)
