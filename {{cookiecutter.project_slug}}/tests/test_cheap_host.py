@@ -122,9 +122,9 @@ def test_fp32_matmuls_use_tf32_on_cuda_unless_determinism_was_asked_for(monkeypa
     """TF32 tensor cores for fp32 matmuls on CUDA only, and not under torch.use_deterministic_algorithms."""
     before = torch.get_float32_matmul_precision()
     try:
-        assert Hardware.create(torch.device("cuda")).notes()["tf32"] is True
+        assert Hardware.create(torch.device("cuda")).tf32 is True
         assert torch.get_float32_matmul_precision() == "high"
-        assert Hardware.create(CPU).notes()["tf32"] is False
+        assert Hardware.create(CPU).tf32 is False
         assert torch.get_float32_matmul_precision() == "highest"
         monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
         assert Hardware.create(torch.device("cuda")).tf32 is False

@@ -1,8 +1,8 @@
 """Checkpoints that lie are refused by every CLI that reads them: exit 2, one line naming the key, nothing built.
 
-NaN weights, an enormous image size, a zero std, duplicate class names, missing or mistyped config
-values, weights of another backbone, a class list of 100000 names (whose head alone would be 200 MB): each is found by
-training/state_check.py before a model of real size is built or an image resized.
+NaN weights, an enormous image size, a zero std, negative or NaN class weights in the loss, duplicate class names,
+missing or mistyped config values, weights of another backbone, a class list of 100000 names (whose head alone would
+be 200 MB): each is found by training/state_check.py before a model of real size is built or an image resized.
 """
 
 import math
@@ -60,6 +60,13 @@ def _duplicate_class(state):
     return "twice"
 
 
+def _class_weights(value):
+    def lie(state):
+        state["loss"] = {"class_weights": torch.full((len(state["class_names"]),), value)}
+        return "loss.class_weights"
+    return lie
+
+
 def _many_classes(state):
     state["class_names"] = [f"class{i}" for i in range(100_000)]
     return "head.weight"
@@ -79,6 +86,8 @@ LIES = {
     "100000 class names": _many_classes,
     "a negative epoch": _set("epoch", -1, "epoch"),
     "an empty class list": _set("class_names", [], "class_names"),
+    "negative class weights": _class_weights(-1.0),
+    "nan class weights": _class_weights(math.nan),
 }
 
 

@@ -12,6 +12,7 @@ command with `--resume auto`, as a requeued job would be.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -276,3 +277,16 @@ def test_a_resumed_run_keeps_the_thread_count_it_chose_though_the_machine_now_su
     _train(tiny_data, out, 2, resume="auto", extra=two_epochs)
     assert "torch threads: 2" in capsys.readouterr().out
     assert_same_run(load_cpu(out / "last.pt"), load_cpu(reference / "last.pt"))
+
+
+def test_resuming_on_data_with_other_classes_is_one_line_and_exit_2(checkpoint, tiny_data, tmp_path, capsys):
+    """--resume on data whose classes differ from the checkpoint's (one class folder renamed): exit 2, one line
+    naming both class lists, and no run folder."""
+    data = Path(shutil.copytree(tiny_data, tmp_path / "data"))
+    for split in ("train", "val"):
+        (data / split / "circle").rename(data / split / "disc")
+    out = tmp_path / "run"
+    code = train.main(["--resume", str(checkpoint), "--data", str(data), "--device", "cpu", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "was trained on classes" in err[0] and "'disc'" in err[0], err
+    assert not out.exists()

@@ -58,10 +58,10 @@ def test_plans_for_each_combination_of_out_resume_and_overwrite(tmp_path, monkey
 
 
 def test_two_runs_started_in_the_same_second_get_two_folders(tmp_path):
-    """The timestamp gets a suffix rather than reusing a folder."""
-    first = run_folder.new_run_name(tmp_path)
-    (tmp_path / first).mkdir()
-    assert run_folder.new_run_name(tmp_path) not in (first, "")
+    """The timestamp gets a suffix rather than reusing the folder a finished run made in the same second."""
+    (tmp_path / "20250101-000000").mkdir()
+    with run_folder.claim(run_folder.Plan(tmp_path / "20250101-000000", None, link_latest=True)) as folder:
+        assert folder == tmp_path / "20250101-000000-2"
 
 
 def test_latest_is_repointed_atomically_and_a_real_folder_is_left_alone(tmp_path):

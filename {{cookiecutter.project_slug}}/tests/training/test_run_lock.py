@@ -1,5 +1,6 @@
 """A run folder belongs to one live run: an OS lock taken before anything is written, dying with its process."""
 
+import os
 import signal
 import subprocess
 
@@ -27,6 +28,27 @@ def test_timestamped_folders_are_created_exclusively(tmp_path):
     plan = run_folder.Plan(tmp_path / "runs" / "20250101-000000", None, link_latest=True)
     with run_folder.claim(plan) as first, run_folder.claim(plan) as second:
         assert first != second and first.is_dir() and second.is_dir()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork: POSIX only")
+def test_a_forked_child_does_not_keep_the_folder_locked(tmp_path):
+    """A process forked while the run holds its folder (a loader worker) drops its copy of the lock: once the run
+    releases the folder, another claim succeeds while the child still lives."""
+    plan = run_folder.Plan(tmp_path / "run", None)
+    forked, release = os.pipe(), os.pipe()
+    with run_folder.claim(plan):
+        child = os.fork()
+        if child == 0:  # the fork handlers have run: say so, then live on until the parent has claimed
+            os.write(forked[1], b"1")
+            os.read(release[0], 1)
+            os._exit(0)
+    try:
+        os.read(forked[0], 1)
+        with run_folder.claim(plan):
+            pass
+    finally:
+        os.write(release[1], b"1")
+        os.waitpid(child, 0)
 
 
 def test_a_fresh_run_refuses_a_checkpoint_that_appeared_after_its_plan(tmp_path):

@@ -15,6 +15,7 @@ import torch
 
 from .. import metrics, outputs
 from ..devkit.atomic import atomic_link
+from ..errors import one_line
 from . import loop, recipe, run_state, seeding, stopping
 from .run import Run
 
@@ -45,7 +46,8 @@ def _metrics_row(run: Run, epoch: int, train_stats: loop.EpochStats, val_stats: 
             "val_loss": round(val_stats.loss, 6), "val_acc": round(val_stats.acc, 6),
             "lr": run.optimizer.param_groups[-1]["lr"],  # the last group's: the head's where a plugin made groups
             "epoch_time_s": round(train_stats.seconds + val_stats.seconds, 3),
-            "images_per_s": round(train_stats.images_per_s, 1), "unreadable_images": run.unreadable.count(),
+            "images_per_s": round(train_stats.images / max(train_stats.seconds, 1e-9), 1),
+            "unreadable_images": run.unreadable.count(),
             "val_macro_f1": round(val_report.macro_f1, 6)}
 
 
@@ -113,19 +115,12 @@ def tell_epoch(run: Run, plugin, row: dict) -> None:
     except Exception as error:  # a corrupted store, a killed service, a full disk on the tracker's side
         if not plugin.optional:
             raise
-        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        reason = one_line(error)[:200]
         print(f"warning: {plugin.name} failed at epoch {row['epoch']} ({type(error).__name__}: {reason}); "
               "metrics.csv and the checkpoints go on without it", file=sys.stderr, flush=True)
         with contextlib.suppress(Exception):
             plugin.close(run)
         run.plugins.remove(plugin)
-
-
-def _summary(epoch: int, epochs: int, row: dict) -> str:
-    """The one line printed after each epoch."""
-    return (f"epoch {epoch}/{epochs}  train_loss {row['train_loss']:.4f}  train_acc {row['train_acc']:.3f}  "
-            f"val_loss {row['val_loss']:.4f}  val_acc {row['val_acc']:.3f}  {row['images_per_s']:.0f} img/s"
-            + (f"  ema_val_acc {row['ema_val_acc']:.3f}" if "ema_val_acc" in row else ""))
 
 
 def train_epochs(run: Run, out: Path) -> None:
@@ -136,7 +131,10 @@ def train_epochs(run: Run, out: Path) -> None:
         save_epoch(run, row, out)  # first: the epoch is kept whatever a plugin does after
         for plugin in list(run.plugins):
             tell_epoch(run, plugin, row)
-        run.processes.print(_summary(epoch, cfg.epochs, row))
+        others = "".join(f"  {key} {value:.3f}" for key, value in row.items() if key.endswith("_val_acc"))  # plugins'
+        run.processes.print(f"epoch {epoch}/{cfg.epochs}  train_loss {row['train_loss']:.4f}  train_acc "
+                            f"{row['train_acc']:.3f}  val_loss {row['val_loss']:.4f}  val_acc {row['val_acc']:.3f}  "
+                            f"{row['images_per_s']:.0f} img/s{others}")
         signum = run.processes.max([run.stop.signum or 0])[0]
         if signum:
             raise stopping.TrainingInterrupted(signum, epoch + 1, 0)

@@ -2,8 +2,8 @@
 training together (processes.py) and the normalisation that turns the loader's uint8 batches into
 the model's float inputs on the device (decoding them there first when the loader hands over encoded images).
 
-Defaults that use a GPU: TF32 matmuls for fp32 on CUDA, channels_last when autocasting on CUDA (`notes()`
-says which are on, for the start-up lines and config.json).
+Defaults that use a GPU: TF32 matmuls for fp32 on CUDA, channels_last when autocasting on CUDA (the handle's
+`tf32` and `channels_last` say which are on, for the start-up lines and config.json).
 
 Decided once in train.py (and evaluate.py) and passed to the loops, so the four travel together
 instead of side by side through every signature.
@@ -11,7 +11,6 @@ instead of side by side through every signature.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 
 import torch
@@ -25,18 +24,6 @@ def default_channels_last(device: torch.device, precision: str) -> bool:
     return device.type == "cuda" and precision in ("fp16", "bf16")
 
 
-def use_tf32(device: torch.device) -> bool:
-    """Let fp32 matmuls use TF32 tensor cores on CUDA (torch's default is full fp32), unless deterministic
-    algorithms were asked for (torch.use_deterministic_algorithms): who asks for them wants the same numbers.
-
-    TF32 keeps fp32's range with a 10-bit mantissa: ConvNeXt and ViT, mostly Linear layers, run several times
-    faster at fp32. Convolutions already use it (torch.backends.cudnn.allow_tf32 defaults to True).
-    """
-    tf32 = device.type == "cuda" and not torch.are_deterministic_algorithms_enabled()
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    return tf32
-
-
 @dataclasses.dataclass(frozen=True)
 class Hardware:
     """Where and how the steps run: `device`, the autocast `policy`, its GradScaler, the memory format."""
@@ -46,7 +33,7 @@ class Hardware:
     scaler: torch.amp.GradScaler
     memory_format: torch.memory_format = torch.contiguous_format
     normalization: tuple[torch.Tensor, torch.Tensor] | None = None  # (3, 1, 1) mean and std, on the device
-    tf32: bool = False  # fp32 matmuls on TF32 tensor cores (use_tf32)
+    tf32: bool = False  # fp32 matmuls on TF32 tensor cores
     processes: Processes = dataclasses.field(default_factory=Processes)  # one, unless --parallel ddp
 
     @classmethod
@@ -58,13 +45,18 @@ class Hardware:
 
         `mean` and `std` (the preprocessing's) normalise uint8 batches on the device; float batches pass as they are.
 
-        On CUDA it also turns on cuDNN's autotuner: the loops feed fixed-size batches, so each shape's
-        fastest kernels are timed once and reused. Not where deterministic algorithms were asked for
-        (torch.use_deterministic_algorithms): the autotuner may pick differently from run to run.
+        On CUDA it also turns on cuDNN's autotuner (the loops feed fixed-size batches, so each shape's fastest
+        kernels are timed once and reused) and lets fp32 matmuls use TF32 tensor cores (torch's default is full
+        fp32). Neither where deterministic algorithms were asked for (torch.use_deterministic_algorithms): the
+        autotuner may pick differently from run to run, and who asks for them wants the same numbers.
         """
+        # TF32 keeps fp32's range with a 10-bit mantissa: ConvNeXt and ViT, mostly Linear layers, run several times
+        # faster at fp32. Convolutions already use it (torch.backends.cudnn.allow_tf32 defaults to True).
+        deterministic = torch.are_deterministic_algorithms_enabled()
+        tf32 = device.type == "cuda" and not deterministic
         if device.type == "cuda":
-            torch.backends.cudnn.benchmark = not torch.are_deterministic_algorithms_enabled()
-        tf32 = use_tf32(device)
+            torch.backends.cudnn.benchmark = not deterministic
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
         policy = make_policy(precision, device)
         if channels_last is None:
             channels_last = default_channels_last(device, precision)
@@ -78,10 +70,6 @@ class Hardware:
     def channels_last(self) -> bool:
         """Whether the model and its inputs are NHWC."""
         return self.memory_format == torch.channels_last
-
-    def notes(self) -> dict[str, bool]:
-        """The defaults in force, for the start-up lines and config.json."""
-        return {"tf32": self.tf32, "channels_last": self.channels_last}
 
     def batch(self, images, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch on the device, uint8 images made float and normalised there; non_blocking overlaps the copy
@@ -101,7 +89,3 @@ class Hardware:
             raise ValueError("uint8 batches need the preprocessing's mean and std: Hardware.create(..., mean=, std=)")
         mean, std = self.normalization
         return images.to(torch.float32).mul_(1.0 / 255).sub_(mean).div_(std)
-
-    def autocast(self) -> contextlib.AbstractContextManager:
-        """The precision policy's autocast (a no-op under fp32)."""
-        return self.policy.autocast()

@@ -29,11 +29,6 @@ class EpochStats:
     images: int
     seconds: float
 
-    @property
-    def images_per_s(self) -> float:
-        """Images processed per second of wall time."""
-        return self.images / max(self.seconds, 1e-9)
-
 
 @dataclasses.dataclass
 class RunningTotals:
@@ -53,18 +48,20 @@ class RunningTotals:
                    torch.tensor(int(saved.get("correct", 0)), device=device), int(saved.get("seen", 0)),
                    float(saved.get("seconds", 0.0)))
 
-    def summed(self, hw: Hardware) -> tuple[float, int, int]:
-        """(loss sum, correct, seen) over every process: one host read (a collective under ddp: all call it)."""
+    def saved(self, hw: Hardware) -> dict:
+        """The sums over every process as plain values, for a mid-epoch checkpoint: one host read (a collective
+        under ddp: every process calls it)."""
         sums = torch.stack([self.loss_sum.double(), self.correct.double(),
                             self.loss_sum.new_tensor(self.seen, dtype=torch.float64)])
         loss_sum, correct, seen = hw.processes.total(sums).tolist()  # (3,) summed over processes
-        return loss_sum, int(correct), int(seen)
-
-    def saved(self, hw: Hardware) -> dict:
-        """The sums over every process as plain values, for a mid-epoch checkpoint."""
-        loss_sum, correct, seen = self.summed(hw)
-        return {"loss_sum": loss_sum, "correct": correct, "seen": seen,
+        return {"loss_sum": loss_sum, "correct": int(correct), "seen": int(seen),
                 "seconds": self.seconds_before + time.perf_counter() - self.started}
+
+    def stats(self, hw: Hardware) -> EpochStats:
+        """The pass's mean loss, accuracy and throughput over every process (a collective, as `saved`)."""
+        sums = self.saved(hw)
+        seen = max(sums["seen"], 1)
+        return EpochStats(sums["loss_sum"] / seen, sums["correct"] / seen, sums["seen"], sums["seconds"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,9 +136,7 @@ def train_one_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
             if plan.after_step is not None:
                 plan.after_step(step, totals)
     _check_finite(bad_step, plan.number, hw)
-    loss_sum, correct, seen = totals.summed(hw)
-    seconds = totals.seconds_before + time.perf_counter() - totals.started
-    return EpochStats(loss_sum / max(seen, 1), correct / max(seen, 1), seen, seconds)
+    return totals.stats(hw)
 
 
 def _forward_backward(model: nn.Module, loss_fn: nn.Module, hw: Hardware, recipe: StepRecipe, images, labels,
@@ -150,7 +145,7 @@ def _forward_backward(model: nn.Module, loss_fn: nn.Module, hw: Hardware, recipe
     images, labels = hw.batch(images, labels)  # (B, 3, H, W), (B,)
     images, targets = recipe.mix(images, labels) if recipe.mix is not None else (images, labels)  # (B,) or (B, C)
     with contextlib.nullcontext() if sync else hw.processes.no_sync(model):
-        with hw.autocast():
+        with hw.policy.autocast():  # a no-op under fp32
             logits = model(images)  # (B, C)
         loss = loss_fn(logits, targets)
         hw.scaler.scale(loss / recipe.accum_steps).backward()
@@ -187,7 +182,7 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, 
     with Progress(val_loader, "validate", progress) as bar:
         for images, targets in bar:
             images, targets = hw.batch(images, targets)
-            with hw.autocast():
+            with hw.policy.autocast():  # a no-op under fp32
                 logits = model(images)
             predictions = logits.argmax(dim=1)  # (B,)
             totals.loss_sum += loss_fn(logits, targets) * targets.size(0)
@@ -199,5 +194,4 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, 
                 on_batch(images, targets, logits)
     if confusion is not None:
         hw.processes.total(confusion)  # every process's counts: the figures cover the whole split
-    loss_sum, correct, seen = totals.summed(hw)
-    return EpochStats(loss_sum / max(seen, 1), correct / max(seen, 1), seen, time.perf_counter() - totals.started)
+    return totals.stats(hw)

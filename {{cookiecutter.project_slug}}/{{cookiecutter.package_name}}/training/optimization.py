@@ -93,11 +93,10 @@ class LrFactor:
     weights_only checkpoint can carry.
     """
 
-    def __init__(self, schedule: str, steps_per_epoch: int, epochs: int, warmup_epochs: int = 0,
-                 step_epochs: int = 1, step_gamma: float = 0.1):
-        self.schedule, self.steps_per_epoch, self.step_epochs, self.step_gamma = (schedule, steps_per_epoch,
-                                                                                  step_epochs, step_gamma)
-        self.warmup_steps, self.total_steps = warmup_epochs * steps_per_epoch, max(epochs * steps_per_epoch, 1)
+    def __init__(self, cfg, steps_per_epoch: int):
+        self.schedule, self.step_epochs, self.step_gamma = cfg.schedule, cfg.step_epochs, cfg.step_gamma
+        self.steps_per_epoch, self.warmup_steps = steps_per_epoch, cfg.warmup_epochs * steps_per_epoch
+        self.total_steps = max(cfg.epochs * steps_per_epoch, 1)
 
     def __call__(self, step: int) -> float:
         """The factor applied to each group's base learning rate after `step` optimizer steps."""
@@ -108,8 +107,7 @@ class LrFactor:
 
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg, steps_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:
     """A per-step LambdaLR for cfg.schedule after --warmup-epochs, over cfg.epochs epochs of `steps_per_epoch`."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, LrFactor(
-        cfg.schedule, steps_per_epoch, cfg.epochs, cfg.warmup_epochs, cfg.step_epochs, cfg.step_gamma))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, LrFactor(cfg, steps_per_epoch))
 
 
 def restore_position(scheduler: torch.optim.lr_scheduler.LambdaLR, saved: dict, steps_done: int) -> None:

@@ -29,10 +29,9 @@ class Progress:
     """An iterable's progress, shown as `mode` says (auto | bar | lines | none; True/False: auto/none);
     `show(position, **figures)` updates it at the `position`-th item."""
 
-    def __init__(self, iterable, desc: str, mode: str | bool = "none", total: int | None = None):
-        mode = {True: "auto", False: "none"}.get(mode, mode) if isinstance(mode, bool) else mode
-        self.iterable, self.desc, self.mode, self.position = iterable, desc, resolve(mode), 0
-        self.total = total if total is not None else len(iterable)
+    def __init__(self, iterable, desc: str, mode: str | bool = "none"):
+        mode = {True: "auto", False: "none"}.get(mode, mode)  # a str is never equal to a bool
+        self.iterable, self.desc, self.mode, self.position, self.total = iterable, desc, resolve(mode), 0, len(iterable)
         self.last_line, self.figures = time.monotonic(), {}
         self.bar = tqdm(iterable, desc=desc, total=self.total, leave=False) if self.mode == "bar" else None
 

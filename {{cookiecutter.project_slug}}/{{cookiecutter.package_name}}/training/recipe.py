@@ -49,9 +49,7 @@ def epoch_score(row: dict) -> tuple[float, str]:
 def epochs_without_improvement(rows: list[dict]) -> int:
     """How many epochs have passed since the best validation accuracy (0: the last one was the best)."""
     scores = [epoch_score(row)[0] for row in rows]
-    if not scores:
-        return 0
-    return len(scores) - 1 - max(range(len(scores)), key=lambda i: (scores[i], -i))
+    return len(scores) - 1 - scores.index(max(scores)) if scores else 0  # index: the first of equal bests
 
 
 def init_from_state(model: nn.Module, weights: dict[str, torch.Tensor], source: str = "checkpoint") -> list[str]:

@@ -14,7 +14,7 @@ from ..config import TrainConfig, trusted_imports
 from ..data import build_loaders
 from ..data.loaders import PREFETCH_BATCHES
 from ..processes import Processes
-from . import optimization, run_state, stopping, wrapping
+from . import optimization, recipe, run_state, stopping, wrapping
 from .hardware import Hardware
 from .loop import StepRecipe
 
@@ -63,7 +63,7 @@ class Run:
         cfg, device = self.cfg, self.device
         self.model = model.build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device,
                                        image_size=self.image_size).to(memory_format=self.hw.memory_format)
-        self.fresh = run_state.init_model_from(source, self.model, cfg.init_from) if cfg.init_from else []
+        self.fresh = recipe.init_from_state(self.model, source["model"], cfg.init_from) if cfg.init_from else []
         self.loss_fn = loss.WeightedCrossEntropy(loss.balanced_class_weights(self.class_counts),
                                                  cfg.label_smoothing).to(device)
         # None: every parameter at cfg.lr, no batch mixing; a plugin's build may change both (fine-tuning's)
@@ -85,7 +85,8 @@ class Run:
         where images are decoded and why, torch's CPU threads, TF32 and channels_last as in force."""
         return {"workers": self.cfg.workers, "prefetch": PREFETCH_BATCHES if self.cfg.workers else 0,
                 "threads": torch.get_num_threads(),
-                "decode": self.decode, "decode_reason": self.decode_reason, **self.hw.notes()}
+                "decode": self.decode, "decode_reason": self.decode_reason, "tf32": self.hw.tf32,
+                "channels_last": self.hw.channels_last}
 
     def machine_notes(self) -> list[str]:
         """The start-up lines that say how the device is fed and what runs by default."""
@@ -127,7 +128,6 @@ class Run:
         # device, keeps AdamW's `step` counters on the CPU where torch wants them, and the RNG
         # states stay host tensors (a CUDA one cannot become a NumPy array).
         state = run_state.read(path, trusted=self.trusted, config_class=type(self.cfg))
-        run_state.check_classes(state, self.class_names, path)
         epoch, step = run_state.resume_position(state)
         # Another number of processes: the same sample of the epoch in this run's steps, or a ResumeLayoutError
         self.start_step, self.resume_notes = self.processes.continue_at(state.get("layout"), step, self.layout(),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import time
 from collections.abc import Iterator
@@ -32,8 +33,7 @@ RUNS_ROOT = Path("runs")
 LATEST = "latest"
 RUN_FILES = ("last.pt", "best.pt", "metrics.csv", "curves.png")  # what --overwrite removes
 LOCK_FILE = ".lock"
-_HELD_LOCKS: set[int] = set()  # descriptors of the run-folder locks this process holds
-_CLAIMED: dict[str, int] = {}  # the absolute path of each run folder this process holds -> its lock's descriptor
+_CLAIMED: dict[str, int] = {}  # the absolute path of each run folder this process locked -> its lock's descriptor
 
 
 def _drop_locks_in_child() -> None:
@@ -42,9 +42,8 @@ def _drop_locks_in_child() -> None:
     An flock belongs to the open file, which a forked child shares: a persistent worker that outlived
     the run would otherwise keep the folder locked after the run ended.
     """
-    for fd in _HELD_LOCKS:
+    for fd in _CLAIMED.values():
         os.close(fd)
-    _HELD_LOCKS.clear()
     _CLAIMED.clear()
 
 
@@ -75,16 +74,6 @@ def holds_checkpoint(folder: Path) -> bool:
     return any((folder / name).is_file() for name in ("last.pt", "best.pt"))
 
 
-def new_run_name(root: Path = RUNS_ROOT) -> str:
-    """A timestamp no folder under `root` uses yet (a suffix when two runs start in the same second)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    name, count = stamp, 1
-    while (root / name).exists():
-        count += 1
-        name = f"{stamp}-{count}"
-    return name
-
-
 def resume_source(out: str | None, resume: str | None) -> str | None:
     """The checkpoint a run with these --out and --resume continues (None: it starts afresh); reads nothing."""
     if resume == "auto":
@@ -110,15 +99,14 @@ def plan(out: str | None, resume: str | None, overwrite: bool) -> Plan:
     if resume == "auto":
         if out is None:
             raise ConfigError("--resume auto needs --out DIR: the folder a restarted job continues in")
-        folder = Path(out)
-        if (folder / "last.pt").is_file():
-            return Plan(folder, str(folder / "last.pt"), f"resume auto: continuing from {folder / 'last.pt'}")
-        return Plan(folder, None, f"resume auto: no {folder / 'last.pt'} yet, starting fresh")
+        last = resume_source(out, resume)
+        note = f"continuing from {last}" if last else f"no {Path(out) / 'last.pt'} yet, starting fresh"
+        return Plan(Path(out), last, f"resume auto: {note}")
     if resume is not None:
         source = Path(resume)
         return Plan(Path(out) if out else (source if source.is_dir() else source.parent), resume)
     if out is None:
-        return Plan(RUNS_ROOT / new_run_name(), None, link_latest=True)
+        return Plan(RUNS_ROOT / time.strftime("%Y%m%d-%H%M%S"), None, link_latest=True)  # claim makes it new
     folder = Path(out)
     if holds_checkpoint(folder) and not overwrite:
         raise RunDirError(f"{folder} holds another run's checkpoints; continue it with --resume {folder} "
@@ -127,18 +115,16 @@ def plan(out: str | None, resume: str | None, overwrite: bool) -> Plan:
 
 
 def _create(plan: Plan) -> Path:
-    """The plan's folder, made now: a new runs/<timestamp> exclusively (a suffix when taken), any other as needed."""
+    """The plan's folder, made now: a new runs/<timestamp> exclusively (-2, -3, ... when taken), any other as needed."""
     if not plan.link_latest:
         plan.out.mkdir(parents=True, exist_ok=True)
         return plan.out
     plan.out.parent.mkdir(parents=True, exist_ok=True)
-    folder = plan.out
-    while True:
-        try:
+    for count in itertools.count(1):
+        folder = plan.out.with_name(f"{plan.out.name}-{count}" if count > 1 else plan.out.name)
+        with contextlib.suppress(FileExistsError):
             folder.mkdir()  # not exist_ok: two runs started in the same second must not share a folder
             return folder
-        except FileExistsError:
-            folder = plan.out.parent / new_run_name(plan.out.parent)
 
 
 def _lock(folder: Path):
@@ -154,7 +140,7 @@ def _lock(folder: Path):
         handle.close()
         raise RunDirError(f"{folder} is in use by another training run (it holds {folder / LOCK_FILE}); "
                           "wait for it to end, or choose another --out") from None
-    _HELD_LOCKS.add(handle.fileno())
+    _CLAIMED[os.path.abspath(folder)] = handle.fileno()
     return handle
 
 
@@ -173,13 +159,10 @@ def claim(plan: Plan, overwrite: bool = False) -> Iterator[Path]:
         if plan.resume is None and not overwrite and holds_checkpoint(folder):
             raise RunDirError(f"{folder} holds another run's checkpoints, written while this run was starting; "
                               f"continue it with --resume {folder}, or replace it with --overwrite")
-        if handle is not None:
-            _CLAIMED[os.path.abspath(folder)] = handle.fileno()
         yield folder
     finally:
         if handle is not None:
             _CLAIMED.pop(os.path.abspath(folder), None)
-            _HELD_LOCKS.discard(handle.fileno())
             handle.close()  # releases the lock
 
 

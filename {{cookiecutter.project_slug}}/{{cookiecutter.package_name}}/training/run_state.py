@@ -39,15 +39,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from .. import __version__, model_folder
 from ..config import TrainConfig, check_imports
 from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
+from ..errors import one_line
 from ..loss import WeightedCrossEntropy
 from ..model import Classifier, build_model
-from . import optimization, recipe, run_folder, seeding, state_check
+from . import optimization, run_folder, seeding, state_check
 
 
 def training_state(run, epoch: int, *, step: int = 0, epoch_totals: dict | None = None,
@@ -56,8 +56,9 @@ def training_state(run, epoch: int, *, step: int = 0, epoch_totals: dict | None 
     copies and plain values. `weights`: another name a plugin validated ("ema") puts those weights under `model`
     (a best.pt where they validated better)."""
     own = {plugin.name: plugin.state_dict() for plugin in run.plugins}
+    others = (found for plugin in run.plugins if (found := plugin.weights(weights)) is not None)  # Plugin.weights
     return {
-        "model": checkpoint.model_state(run.model) if weights == "model" else _plugin_weights(run, weights),
+        "model": checkpoint.model_state(run.model) if weights == "model" else next(others),
         "weights": weights,
         "plugins": {name: state for name, state in own.items() if state},
         "preprocessing": run.preprocessing.to_dict(),
@@ -80,11 +81,6 @@ def training_state(run, epoch: int, *, step: int = 0, epoch_totals: dict | None 
         "version": __version__,
         "layout": run.layout(),
     }
-
-
-def _plugin_weights(run, name: str) -> dict[str, torch.Tensor]:
-    """The weights a plugin validated as `name` (Plugin.weights)."""
-    return next(weights for plugin in run.plugins if (weights := plugin.weights(name)) is not None)
 
 
 def save(path: str | os.PathLike, state: dict[str, Any]) -> Path:
@@ -136,19 +132,16 @@ def loss_from_state(state: dict[str, Any], device: torch.device) -> WeightedCros
     return WeightedCrossEntropy(weights, smoothing).to(device)
 
 
-def check_classes(state: dict[str, Any], class_names: list[str], source: str) -> None:
-    """Refuse to continue a run on data whose classes differ from the checkpoint's."""
-    if list(state["class_names"]) != list(class_names):
-        raise checkpoint.CheckpointError(
-            f"{source} was trained on classes {state['class_names']}, the data has {list(class_names)}")
-
-
 def restore_training(state: dict[str, Any], *, run, source: str, steps_done: int = 0) -> None:
     """Load weights, optimizer, scaler, RNG and plugin states into a freshly built run; its schedule at `steps_done`.
 
-    The scheduler keeps the schedule built for this run (its epochs and steps per epoch may differ from the
-    checkpoint's, see optimization.restore_position) and stands at `steps_done` optimizer steps of it.
+    The checkpoint must name the classes of the run's data (CheckpointError). The scheduler keeps the schedule
+    built for this run (its epochs and steps per epoch may differ from the checkpoint's, see
+    optimization.restore_position) and stands at `steps_done` optimizer steps of it.
     """
+    if list(state["class_names"]) != list(run.class_names):  # the run's data has other classes
+        raise checkpoint.CheckpointError(
+            f"{source} was trained on classes {state['class_names']}, the data has {list(run.class_names)}")
     if state.get("weights", "model") != "model":
         raise checkpoint.CheckpointError(f"{source} holds the {state['weights']} weights of a best.pt; resume from "
                                          "last.pt")
@@ -166,9 +159,8 @@ def restore_training(state: dict[str, Any], *, run, source: str, steps_done: int
             restore(state[key])
         except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as error:
             # a hand-edited or foreign file: torch's own message, in one line, under the key's name
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise checkpoint.CheckpointError(f"{source}: {key} does not fit this run "
-                                             f"({type(error).__name__}: {reason})") from None
+                                             f"({type(error).__name__}: {one_line(error)})") from None
 
 
 def _check_plugins(saved: dict, run, source: str) -> None:
@@ -178,11 +170,6 @@ def _check_plugins(saved: dict, run, source: str) -> None:
         raise checkpoint.CheckpointError(f"{source} continues a run that used the {', '.join(missing)} plugin, which "
                                          "this project lacks (an answer it was not generated with); resume it where "
                                          f"plugins/{missing[0]} exists")
-
-
-def init_model_from(state: dict[str, Any], model: nn.Module, source: str) -> list[str]:
-    """--init-from: the checkpoint's weights into `model`, a fresh head where the classes differ; the names left."""
-    return recipe.init_from_state(model, state["model"], source)
 
 
 def preprocessing(state: dict[str, Any]) -> Preprocessing:
@@ -205,11 +192,6 @@ def val_split(state: dict[str, Any]) -> float | None:
     return state["config"].get("val_split")
 
 
-def completed_epoch(state: dict[str, Any]) -> int:
-    """The last epoch the checkpoint holds whole (one before `epoch` for a mid-epoch checkpoint)."""
-    return state["epoch"] - 1 if state.get("step", 0) else state["epoch"]
-
-
 def resume_position(state: dict[str, Any]) -> tuple[int, int]:
     """(epoch, steps already done in it) where a run resumed from `state` continues."""
     step = state.get("step", 0)  # older checkpoints are all epoch-end ones
@@ -219,4 +201,4 @@ def resume_position(state: dict[str, Any]) -> tuple[int, int]:
 def metrics_until_epoch(state: dict[str, Any], fallback: list[dict]) -> list[dict]:
     """The metrics rows of the epochs the checkpoint holds whole (older files: from metrics.csv)."""
     rows = state.get("metrics") or fallback
-    return [row for row in rows if row["epoch"] <= completed_epoch(state)]
+    return [row for row in rows if row["epoch"] < resume_position(state)[0]]  # the epochs before the one it continues

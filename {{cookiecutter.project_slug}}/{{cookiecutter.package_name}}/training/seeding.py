@@ -50,6 +50,5 @@ def set_rng_state(state: dict[str, Any]) -> None:
                          "state": {"key": numpy["key"].cpu().numpy().astype(np.uint32), "pos": numpy["pos"]},
                          "has_gauss": numpy["has_gauss"], "gauss": numpy["gauss"]})
     torch.set_rng_state(state["torch"].cpu())
-    if state["cuda"] and torch.cuda.is_available():
-        for index, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(cuda_state.cpu(), index)
+    for index, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):  # device_count: 0 without CUDA
+        torch.cuda.set_rng_state(cuda_state.cpu(), index)

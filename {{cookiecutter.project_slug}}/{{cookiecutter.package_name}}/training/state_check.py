@@ -2,7 +2,7 @@
 
 A checkpoint is data from disk, perhaps hand-edited, truncated, from another version or another
 project. `check_values` refuses (CheckpointError, one line naming the key) a missing key, a value of
-the wrong kind, an out-of-range value (an image size past settings.MAX_IMAGE_SIZE, a zero or
+the wrong kind, an out-of-range value (an image size past data.transforms.MAX_IMAGE_SIZE, a zero or
 non-finite std, duplicate class names, a negative epoch) and non-finite weights. `check_shapes`
 compares the weights' shapes with the model the checkpoint names, built on the meta device (no
 memory), and the head's rows with the class names, before any real model is allocated. run_state.read
@@ -11,6 +11,7 @@ runs both, so train.py --resume/--init-from, evaluate.py, predict.py and export.
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import typing
@@ -22,7 +23,7 @@ from torch import nn
 
 from .. import backbones
 from ..config import TrainConfig, type_name, value_fits
-from ..data.transforms import AUGMENTATIONS, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE, Preprocessing
+from ..data.transforms import AUGMENTATIONS, Preprocessing
 from ..devkit.checkpoint import CheckpointError, state_dict_mismatch
 from ..devkit.precision import DTYPES
 from ..errors import UserError
@@ -34,8 +35,9 @@ REQUIRED_KEYS = ("model", "config", "class_names", "image_size")
 RECORDED_CHOICES = {"precision": tuple(DTYPES), "augment": tuple(AUGMENTATIONS), "optimizer": tuple(OPTIMIZERS),
                     "schedule": tuple(SCHEDULES)}
 HEAD_WEIGHT = "head.weight"  # model.Classifier's head: one row per class
-# The optional keys' kinds (older checkpoints lack some; train.py writes them all).
-OPTIONAL_KINDS: dict[str, type | tuple[type, ...]] = {
+# The kinds of the keys, required and optional (older checkpoints lack some of the latter; train.py writes them all).
+KINDS: dict[str, type | tuple[type, ...]] = {
+    "model": dict, "config": dict, "class_names": (list, tuple), "image_size": int,
     "epoch": int, "step": int, "best_val_acc": (int, float), "optimizer": dict, "scheduler": dict, "scaler": dict,
     "loss": dict, "rng": dict, "metrics": list, "version": str, "preprocessing": (dict, type(None)),
     "weights": str, "plugins": dict, "epoch_totals": dict, "unreadable": dict, "class_counts": list,
@@ -44,10 +46,6 @@ OPTIONAL_KINDS: dict[str, type | tuple[type, ...]] = {
 
 def _refuse(path: str | os.PathLike, what: str) -> CheckpointError:
     return CheckpointError(f"{path}: {what}")
-
-
-def _kind_name(value: Any) -> str:
-    return type(value).__name__
 
 
 def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
@@ -60,44 +58,34 @@ def check_values(state: dict[str, Any], path: str | os.PathLike, config_class: t
     its config's fields are `config_class`'s (TrainConfig, or with the plugins' settings: config.config_class)."""
     _check_layout(state, path)
     _check_class_names(state["class_names"], path)
-    _check_image_size(state["image_size"], "image_size", path)
+    _check_preprocessing(state, path)
     _check_config(state["config"], path, config_class)
     _check_optional(state, path)
-    if state.get("preprocessing"):
-        _check_preprocessing(state["preprocessing"], path)
     check_weights(state["model"], "model", path)
     if "loss" in state:
         _check_loss(state["loss"], len(state["class_names"]), path)
 
 
 def _check_layout(state: dict[str, Any], path: str | os.PathLike) -> None:
-    """The keys every checkpoint of this project has, holding the right kinds of value."""
+    """The keys every checkpoint of this project has, and every key it has holding the right kind of value."""
     missing = [key for key in REQUIRED_KEYS if key not in state]
     if missing:
         raise CheckpointError(f"{path} was not written by this project's train.py (no {', '.join(missing)})")
-    kinds = {"model": dict, "config": dict, "class_names": (list, tuple), "image_size": int}
-    wrong = [f"{key} is a {_kind_name(state[key])}" for key, kind in kinds.items() if not _is(state[key], kind)]
-    if wrong:
-        raise CheckpointError(f"{path} is not a checkpoint of this project's train.py: {'; '.join(wrong)}")
+    for key, kind in KINDS.items():
+        if key in state and not _is(state[key], kind):
+            raise _refuse(path, f"{key} is a {type(state[key]).__name__}")
 
 
 def _check_class_names(names: list | tuple, path: str | os.PathLike) -> None:
     """At least one class, every name a non-empty string, no name twice (two logits with one label)."""
-    if len(names) < 1:
+    if not names:
         raise _refuse(path, "class_names is empty")
-    odd = next((name for name in names if not isinstance(name, str) or not name), None)
-    if odd is not None or any(not isinstance(name, str) for name in names):
-        raise _refuse(path, f"class_names holds {odd!r}, not a class name")
-    seen: set[str] = set()
-    twice = next((name for name in names if name in seen or seen.add(name)), None)
-    if twice is not None:
-        raise _refuse(path, f"class_names names {twice!r} twice")
-
-
-def _check_image_size(size: Any, key: str, path: str | os.PathLike) -> None:
-    if not _is(size, int) or not MIN_IMAGE_SIZE <= size <= MAX_IMAGE_SIZE:
-        raise _refuse(path, f"{key} is {size!r}; expected a whole number of pixels in "
-                            f"[{MIN_IMAGE_SIZE}, {MAX_IMAGE_SIZE}]")
+    odd = [name for name in names if not isinstance(name, str) or not name]
+    if odd:
+        raise _refuse(path, f"class_names holds {odd[0]!r}, not a class name")
+    twice = [name for name, count in collections.Counter(names).items() if count > 1]
+    if twice:
+        raise _refuse(path, f"class_names names {twice[0]!r} twice")
 
 
 def _check_config(config: dict, path: str | os.PathLike, config_class: type) -> None:
@@ -117,10 +105,7 @@ def _check_config(config: dict, path: str | os.PathLike, config_class: type) -> 
 
 
 def _check_optional(state: dict[str, Any], path: str | os.PathLike) -> None:
-    """The keys train.py writes beside the required ones, where present: their kinds and ranges."""
-    for key, kind in OPTIONAL_KINDS.items():
-        if key in state and not _is(state[key], kind):
-            raise _refuse(path, f"{key} is a {_kind_name(state[key])}")
+    """The values of the keys train.py writes beside the required ones, where present: their ranges."""
     for key in ("epoch", "step"):
         if state.get(key, 0) < 0:
             raise _refuse(path, f"{key} is {state[key]}, below 0")
@@ -135,42 +120,38 @@ def _check_optional(state: dict[str, Any], path: str | os.PathLike) -> None:
         raise _refuse(path, "unreadable holds something other than lists of file names")
 
 
-def _check_preprocessing(values: dict, path: str | os.PathLike) -> None:
-    """The input size, the evaluation resize, and a normalisation that divides by positive, finite numbers."""
+def _check_preprocessing(state: dict[str, Any], path: str | os.PathLike) -> None:
+    """The image size, and where recorded the preprocessing: sizes in range, a normalisation by positive, finite
+    numbers, a known augmentation (Preprocessing.problem, which model folders are checked with too)."""
+    problem = Preprocessing(state["image_size"]).problem()
+    if problem:
+        raise _refuse(path, problem)
+    if not state.get("preprocessing"):
+        return
     try:
-        prep = Preprocessing.from_dict(values)
+        problem = Preprocessing.from_dict(state["preprocessing"]).problem()
     except (TypeError, KeyError, ValueError) as error:
         raise _refuse(path, f"preprocessing is not one this project writes ({type(error).__name__}: {error})") from None
-    _check_image_size(prep.image_size, "preprocessing.image_size", path)
-    if prep.resize_size is not None:
-        _check_image_size(prep.resize_size, "preprocessing.resize_size", path)
-    for key, values in (("mean", prep.mean), ("std", prep.std)):
-        if len(values) != 3 or not all(_is(v, (int, float)) and math.isfinite(v) for v in values):
-            raise _refuse(path, f"preprocessing.{key} is {list(values)!r}; expected 3 finite numbers (R, G, B)")
-    if not all(v > 0 for v in prep.std):
-        raise _refuse(path, f"preprocessing.std is {list(prep.std)!r}; every value must be above 0")
-    if prep.augment not in AUGMENTATIONS:
-        raise _refuse(path, f"preprocessing.augment is {prep.augment!r} (expected one of {', '.join(AUGMENTATIONS)})")
+    if problem:
+        raise _refuse(path, f"preprocessing.{problem}")
 
 
 def check_weights(weights: dict, key: str, path: str | os.PathLike) -> None:
     """Names to tensors, every floating-point one finite (NaN weights predict NaN without a word)."""
     for name, value in weights.items():
         if not isinstance(name, str) or not isinstance(value, torch.Tensor):
-            raise _refuse(path, f"{key} holds {name!r}: {_kind_name(value)}, not a named tensor")
+            raise _refuse(path, f"{key} holds {name!r}: {type(value).__name__}, not a named tensor")
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise _refuse(path, f"{key}.{name} holds NaN or infinite values")
 
 
 def _check_loss(loss: dict, num_classes: int, path: str | os.PathLike) -> None:
+    """Named tensors, finite (check_weights); the class weights one per class, none negative."""
+    check_weights(loss, "loss", path)
     weights = loss.get("class_weights")
-    if weights is None:
-        return
-    if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != (num_classes,):
-        shape = tuple(weights.shape) if isinstance(weights, torch.Tensor) else _kind_name(weights)
-        raise _refuse(path, f"loss.class_weights is {shape}, expected one weight per class ({num_classes})")
-    if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
-        raise _refuse(path, "loss.class_weights holds a negative, NaN or infinite weight")
+    if weights is not None and (tuple(weights.shape) != (num_classes,) or bool((weights < 0).any())):
+        raise _refuse(path, f"loss.class_weights is {tuple(weights.shape)}; expected one weight per class "
+                            f"({num_classes}), none below 0")
 
 
 def check_head(state: dict[str, Any], path: str | os.PathLike) -> None:

@@ -47,8 +47,6 @@ class TrainingInterrupted(Exception):
 class StopRequest:
     """Callable flag: True once SIGINT/SIGTERM/SIGHUP arrived; a later SIGINT (only) raises KeyboardInterrupt."""
 
-    SIGNALS = STOP_SIGNALS
-
     def __init__(self) -> None:
         self.signum: int | None = None
 
@@ -67,7 +65,7 @@ class StopRequest:
     @contextlib.contextmanager
     def installed(self) -> Iterator[StopRequest]:
         """Handle the signals inside the block (main thread only), restoring the old handlers after."""
-        previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
+        previous = {signum: signal.signal(signum, self._handle) for signum in STOP_SIGNALS}
         try:
             yield self
         finally:

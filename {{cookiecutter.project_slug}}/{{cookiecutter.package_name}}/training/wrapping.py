@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from .. import hooks
 from ..devkit.placement import data_parallel
 from ..errors import UserError
 from ..processes import Processes
@@ -28,11 +29,6 @@ class ParallelError(UserError):
     """The requested parallel mode (or --compile) cannot run on this machine."""
 
 
-def _cuda_count() -> int:
-    """Visible CUDA devices (0 without CUDA)."""
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def _launched_together() -> int:
     """How many processes a launcher (torchrun) started to train together; 1 when none did."""
     return int(os.environ.get("WORLD_SIZE", 1)) if "LOCAL_RANK" in os.environ else 1
@@ -41,16 +37,15 @@ def _launched_together() -> int:
 def why_not(mode: str, device: torch.device, plugins=()) -> str | None:
     """Why `mode` cannot run on `device` in this process, or None when it can (a plugin judges its own modes)."""
     owner = next((plugin for plugin in plugins if mode in plugin.choices().get("parallel", ())), None)
-    if mode not in MODES and owner is None:
-        added = [added for plugin in plugins for added in plugin.choices().get("parallel", ())]
-        return f"unknown mode; choose one of {', '.join([*MODES, *added])}"
     if owner is not None:
         return owner.unavailable("parallel", mode, device)
+    if mode not in MODES:
+        return f"unknown mode; choose one of {', '.join(hooks.choices(plugins, 'parallel', MODES))}"
     if _launched_together() > 1:
         return (f"torchrun started {_launched_together()} processes, which would train {_launched_together()} "
                 "separate models; use --parallel ddp (a project generated with multi_gpu=ddp)")
-    if mode == "dp" and _cuda_count() < 2:
-        return f"dp needs 2+ CUDA devices, found {_cuda_count()}"
+    if mode == "dp" and torch.cuda.device_count() < 2:  # 0 without CUDA
+        return f"dp needs 2+ CUDA devices, found {torch.cuda.device_count()}"
     if mode == "dp" and device.type != "cuda":
         return f"dp runs on CUDA devices, not {device}"
     return None
@@ -66,7 +61,7 @@ def resolve_parallel(requested: str | None, default: str, device: torch.device, 
         if reason:
             raise ParallelError(f"--parallel {requested}: {reason}")
         return requested, None
-    together = [mode for plugin in plugins for mode in plugin.choices().get("parallel", ())]
+    together = hooks.choices(plugins, "parallel", ())
     if _launched_together() > 1 and together:
         default = together[0]  # several processes were started to train together: the mode that joins them
     reason = why_not(default, device, plugins)
