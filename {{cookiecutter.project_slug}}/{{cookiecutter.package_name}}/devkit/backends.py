@@ -80,11 +80,11 @@ def show(spec: object) -> str:
 
 def format_bytes(count: float) -> str:
     """1536 -> '1.5 KiB'; exact below 1 KiB."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024:
             return f"{count} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1024
-    raise AssertionError("unreachable")
+    return f"{count:.1f} GiB"
 
 def format_table(rows: list[tuple[str, ...]], right: Iterable[int] = ()) -> str:
     """Rows as aligned text; the columns numbered in `right` are right-aligned (numbers)."""
