@@ -60,10 +60,8 @@ class DeviceAwareMixin:
     @property
     def dtype(self) -> torch.dtype:
         """The dtype of the first floating-point parameter (then buffer); the default dtype if none."""
-        for _, tensor in named_tensors(self):  # type: ignore[arg-type]
-            if tensor.is_floating_point():
-                return tensor.dtype
-        return torch.get_default_dtype()
+        tensors = named_tensors(self)  # type: ignore[arg-type]
+        return next((tensor.dtype for _, tensor in tensors if tensor.is_floating_point()), torch.get_default_dtype())
 
 def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     """Rebuild `obj` with `fn` applied to each tensor in nested dicts, lists, tuples, dataclasses."""
