@@ -112,9 +112,8 @@ class ImportedBackbone:
 
         Built as for training, on the run's device, whatever the caller: a checkpoint's own module is never
         pre-built on meta (its __init__ may read values, or its factory hand out one shared instance).
+        `state` is never given: build_model asks default_weights first, which refuses your own module.
         """
-        if state is not None:
-            raise BackboneError(f"{self.name} has no torchvision weights; its own code loads any it starts from")
         try:
             with building_on(device):
                 backbone = self.factory()
