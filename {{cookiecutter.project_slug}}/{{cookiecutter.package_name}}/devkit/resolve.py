@@ -73,17 +73,15 @@ def _check_present(device: torch.device, spec: object) -> torch.device:
     return torch.device(kind, index) if kind in INDEXED else torch.device(kind)
 
 def _auto() -> torch.device:
-    """The first present of cuda, mps, xpu, cpu; under torchrun, this process's own GPU."""
-    local_rank = os.environ.get("LOCAL_RANK")
-    for kind in ("cuda", "mps", "xpu"):
-        if not backend_count(kind):
-            continue
-        if local_rank is None or kind == "mps":
-            return _check_present(torch.device(kind), "auto")
-        if not local_rank.strip().isdecimal():  # isdigit() passes "²", which int() refuses
-            raise DeviceError(f"auto: LOCAL_RANK={local_rank!r} is not a device index")
-        return _check_present(torch.device(kind, int(local_rank)), f"{kind}:{int(local_rank)}")
-    return torch.device("cpu")
+    """This machine's accelerator (accelerator_kind: cuda, mps or xpu), else cpu; under torchrun, this process's GPU."""
+    kind, local_rank = accelerator_kind(), os.environ.get("LOCAL_RANK")
+    if kind is None:
+        return torch.device("cpu")
+    if local_rank is None or kind == "mps":
+        return _check_present(torch.device(kind), "auto")
+    if not local_rank.strip().isdecimal():  # isdigit() passes "²", which int() refuses
+        raise DeviceError(f"auto: LOCAL_RANK={local_rank!r} is not a device index")
+    return _check_present(torch.device(kind, int(local_rank)), f"{kind}:{int(local_rank)}")
 
 def _min_free(spec: str) -> int:
     """The minimum free bytes an 'auto:free[:SIZE]' spec asks for (0 without SIZE)."""
@@ -131,12 +129,6 @@ def _choose(spec: object) -> tuple[torch.device, str | None]:
         return _by_uuid(spec), None
     return _check_present(_parse(spec), spec), None
 
-def _make_current(device: torch.device) -> None:
-    """Make `device` its backend's current device, so that bare-'cuda' work lands there too."""
-    backend = backend_module(device.type)
-    if backend is not None and device.index is not None:
-        backend.set_device(device.index)
-
 def resolve_device(spec: str | int | torch.device | None = "auto") -> torch.device:
     """Turn a user's device spec into a present, indexed torch.device, or raise DeviceError.
 
@@ -151,7 +143,9 @@ def resolve_device(spec: str | int | torch.device | None = "auto") -> torch.devi
         device, why = _choose(spec)
     except DeviceError as error:
         raise DeviceError(f"{error}; available: {', '.join(available_devices())}") from None
-    _make_current(device)
+    backend = backend_module(device.type)
+    if backend is not None and device.index is not None:  # bare-'cuda' work (no index given) lands there too
+        backend.set_device(device.index)
     _WHY.clear()
     if why:
         _WHY[device] = why
