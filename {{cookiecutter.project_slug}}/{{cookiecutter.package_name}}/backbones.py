@@ -188,23 +188,17 @@ def _import_factory(path: str) -> Callable[[], nn.Module]:
     return target
 
 
-def _check_torchvision_name(name: str) -> None:
-    """Refuse a name torchvision does not know, naming the closest valid ones."""
-    if name in backbone_names():
-        return
-    close = difflib.get_close_matches(name, backbone_names(), n=3, cutoff=0.5)
-    hint = f"closest: {', '.join(close)}" if close else "e.g. resnet18, efficientnet_b0, convnext_tiny, vit_b_16"
-    raise BackboneError(f"unknown backbone {name!r}; {hint} "
-                        f"(all {len(backbone_names())}: torchvision.models.list_models(module=torchvision.models); "
-                        "or your own module as package.module:ClassOrFactory)")
-
-
 @functools.cache
 def resolve_backbone(name: str) -> TorchvisionBackbone | ImportedBackbone:
     """The backbone --backbone names: the one resolver every part of the project asks (BackboneError if none)."""
     if is_import_path(name):
         return ImportedBackbone(name, _import_factory(name))
-    _check_torchvision_name(name)
+    if name not in backbone_names():  # refused, naming the closest valid ones
+        close = difflib.get_close_matches(name, backbone_names(), n=3, cutoff=0.5)
+        hint = f"closest: {', '.join(close)}" if close else "e.g. resnet18, efficientnet_b0, convnext_tiny, vit_b_16"
+        raise BackboneError(f"unknown backbone {name!r}; {hint} "
+                            f"(all {len(backbone_names())}: torchvision.models.list_models(module=torchvision.models); "
+                            "or your own module as package.module:ClassOrFactory)")
     return TorchvisionBackbone(name)
 
 
