@@ -93,6 +93,21 @@ def test_one_backbone_per_family_takes_a_training_step_on_cpu(name):
     assert not torch.equal(model.head.weight, head_before)
 
 
+@pytest.mark.parametrize("name", ["googlenet", "inception_v3"])
+def test_imagenet_weights_with_auxiliary_heads_load_and_leave_no_auxiliary_head(name):
+    """Their ImageNet weights hold the auxiliary classifiers (aux1 and aux2, AuxLogits): such a state loads,
+    and the backbone has no auxiliary head left and gives one (B, F) tensor in training mode."""
+    with torch.device("meta"):  # the layout of the ImageNet weights: torchvision builds them with the aux heads
+        imagenet = models.get_model(name, weights=None, aux_logits=True, init_weights=False)
+    state = imagenet.state_dict()
+    assert any(key.lower().startswith("aux") for key in state)
+    backbone, width = resolve_backbone(name).build(device=META, state=state)
+    assert [path for path, _ in backbone.named_modules() if path.lower().startswith("aux")] == []
+    size = resolve_backbone(name).default_image_size()
+    features = backbone.train()(torch.empty(2, 3, size, size, device=META))
+    assert type(features) is torch.Tensor and features.shape == (2, width)
+
+
 def test_misspelt_backbone_is_one_line_naming_the_closest_names():
     """A typo is refused with the nearest valid names, in one line."""
     with pytest.raises(BackboneError) as info:

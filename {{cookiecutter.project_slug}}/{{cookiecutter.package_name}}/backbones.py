@@ -86,8 +86,7 @@ class TorchvisionBackbone:
         if state is not None:
             if name.startswith("vit_"):  # positional embeddings resized to this input size, as torchvision's refs do
                 state = vision_transformer.interpolate_embeddings(backbone.image_size, backbone.patch_size, state)
-            backbone.load_state_dict(state)
-        drop_auxiliary_heads(backbone)
+            backbone.load_state_dict({key: value for key, value in state.items() if not key.lower().startswith("aux")})
         return backbone, strip_classifier(backbone, num_outputs)
 
 
@@ -232,18 +231,10 @@ def builder_kwargs(backbone: TorchvisionBackbone, image_size: int | None, pretra
         return {"input_size": (size, size)}
     if name in ("googlenet", "inception_v3"):
         # Their ImageNet weights expect inputs re-normalised inside the model; always on, so a model
-        # rebuilt from a checkpoint (without pretrained weights) computes what it was trained to.
-        return {"transform_input": True, "init_weights": not pretrained}
+        # rebuilt from a checkpoint (without pretrained weights) computes what it was trained to. Built
+        # without the auxiliary ImageNet classifiers, whose weights (aux*, AuxLogits.*) are left out when loading.
+        return {"transform_input": True, "init_weights": not pretrained, "aux_logits": False}
     return {}
-
-
-def drop_auxiliary_heads(backbone: nn.Module) -> None:
-    """Remove GoogLeNet's and Inception's auxiliary ImageNet classifiers, as torchvision does without aux_logits."""
-    if getattr(backbone, "aux_logits", False):
-        backbone.aux_logits = False
-        for child, _ in list(backbone.named_children()):
-            if child.lower().startswith("aux"):
-                setattr(backbone, child, None)
 
 
 def find_classifier(model: nn.Module, num_outputs: int = 1000) -> tuple[str, nn.Module]:
