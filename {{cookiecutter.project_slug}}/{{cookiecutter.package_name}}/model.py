@@ -76,10 +76,9 @@ def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> t
 class Classifier(DeviceAwareMixin, nn.Module):
     """A feature extractor followed by a linear head of `num_classes` logits."""
 
-    def __init__(self, backbone: nn.Module, feature_dim: int, num_classes: int, dropout: float = 0.0):
+    def __init__(self, backbone: nn.Module, feature_dim: int, num_classes: int):
         super().__init__()
         self.backbone = backbone
-        self.dropout = nn.Dropout(dropout)
         # Created where the backbone already is: no later .to() can be forgotten.
         self.head = nn.Linear(feature_dim, num_classes, device=module_device(backbone))
         self.backbone_frozen = False  # set where a backbone is frozen (the fine_tuning answer's plugin)
@@ -94,7 +93,7 @@ class Classifier(DeviceAwareMixin, nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Logits of shape (B, num_classes) for images of shape (B, 3, H, W)."""
         features = self.backbone(images)  # (B, F)
-        return self.head(self.dropout(features))
+        return self.head(features)
 
 
 def build_model(backbone_name: str, num_classes: int, *, pretrained: bool, device: torch.device,
