@@ -153,17 +153,12 @@ def why_not(name: str, device: torch.device) -> str | None:
     return None
 
 
-def _alternatives(name: str, device: torch.device) -> str:
-    """The precisions to suggest instead of `name` on `device`."""
-    others = [other for other in ("bf16", "fp16") if other != name and not why_not(other, device)]
-    return " or ".join([*others, "fp32"])
-
-
 def make_policy(name: str, device: torch.device) -> PrecisionPolicy:
     """Check that `name` can run on `device` and return its policy."""
     reason = why_not(name, device)
-    if reason:
-        raise PrecisionError(f"{reason}; use {_alternatives(name, device)}")
+    if reason:  # naming the precisions that can run here instead
+        others = [other for other in ("bf16", "fp16") if other != name and not why_not(other, device)]
+        raise PrecisionError(f"{reason}; use {' or '.join([*others, 'fp32'])}")
     return PrecisionPolicy(name, device)
 
 
