@@ -9,9 +9,7 @@ import train
 from {{ cookiecutter.package_name }}.backbones import (
     BackboneError,
     backbone_names,
-    build_backbone,
     check_image_size,
-    default_image_size,
     fit_image_size,
     resolve_backbone,
 )
@@ -67,7 +65,7 @@ def test_backbone_builds_on_meta_and_gives_logits_at_its_own_size(name):
     """On meta at the model's own input size: (B, classes) logits in training mode, a tensor and not
     auxiliary outputs; no ImageNet-sized layer left; every parameter and buffer on meta."""
     model = build_model(name, num_classes=3, pretrained=False, device=META)
-    size = default_image_size(name)
+    size = resolve_backbone(name).default_image_size()
     logits = model.train()(torch.empty(2, 3, size, size, device=META))
     assert type(logits) is torch.Tensor and logits.shape == (2, 3)
     imagenet_layers = [layer for layer in model.modules()
@@ -84,7 +82,7 @@ def test_one_backbone_per_family_takes_a_training_step_on_cpu(name):
     head), and the head's weights move."""
     torch.manual_seed(0)
     model = build_model(name, num_classes=3, pretrained=False, device=torch.device("cpu")).train()
-    size = default_image_size(name)
+    size = resolve_backbone(name).default_image_size()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     head_before = model.head.weight.detach().clone()
     loss = F.cross_entropy(model(torch.randn(2, 3, size, size)), torch.tensor([0, 2]))
@@ -93,6 +91,21 @@ def test_one_backbone_per_family_takes_a_training_step_on_cpu(name):
     assert torch.isfinite(loss)
     assert [n for n, p in model.named_parameters() if p.grad is None] == []
     assert not torch.equal(model.head.weight, head_before)
+
+
+@pytest.mark.parametrize("name", ["googlenet", "inception_v3"])
+def test_imagenet_weights_with_auxiliary_heads_load_and_leave_no_auxiliary_head(name):
+    """Their ImageNet weights hold the auxiliary classifiers (aux1 and aux2, AuxLogits): such a state loads,
+    and the backbone has no auxiliary head left and gives one (B, F) tensor in training mode."""
+    with torch.device("meta"):  # the layout of the ImageNet weights: torchvision builds them with the aux heads
+        imagenet = models.get_model(name, weights=None, aux_logits=True, init_weights=False)
+    state = imagenet.state_dict()
+    assert any(key.lower().startswith("aux") for key in state)
+    backbone, width = resolve_backbone(name).build(device=META, state=state)
+    assert [path for path, _ in backbone.named_modules() if path.lower().startswith("aux")] == []
+    size = resolve_backbone(name).default_image_size()
+    features = backbone.train()(torch.empty(2, 3, size, size, device=META))
+    assert type(features) is torch.Tensor and features.shape == (2, width)
 
 
 def test_misspelt_backbone_is_one_line_naming_the_closest_names():
@@ -118,7 +131,7 @@ def test_misspelt_backbone_exits_2_before_anything_is_written(tmp_path, capsys):
 def test_small_inputs_are_raised_to_the_nearest_size_the_architecture_takes(name, wanted, fitted):
     """The demo's 64 px reaches every backbone: sizes are raised to the next one the architecture accepts."""
     assert fit_image_size(name, wanted) == fitted
-    model, _ = build_backbone(name, device=META, image_size=fitted)
+    model, _ = resolve_backbone(name).build(device=META, image_size=fitted)
     assert model.eval()(torch.empty(1, 3, fitted, fitted, device=META)).dim() == 2
 
 

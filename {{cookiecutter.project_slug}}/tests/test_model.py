@@ -6,7 +6,7 @@ import pytest
 import torch
 from torchvision import models
 
-from {{ cookiecutter.package_name }}.backbones import build_backbone, default_image_size
+from {{ cookiecutter.package_name }}.backbones import resolve_backbone
 from {{ cookiecutter.package_name }}.devkit import module_device
 from {{ cookiecutter.package_name }}.model import Classifier, WeightsError, build_model, pretrained_state_dict, weights_file
 
@@ -29,7 +29,7 @@ def test_model_moved_with_to_follows_completely(device):
 
 def test_head_is_created_on_the_backbone_device_when_built_on_meta():
     """A backbone on meta gets a head on meta: the Classifier never guesses a device."""
-    backbone, width = build_backbone(BACKBONE, device=torch.device("meta"))
+    backbone, width = resolve_backbone(BACKBONE).build(device=torch.device("meta"))
     model = Classifier(backbone, width, num_classes=5)
     assert model.head.weight.device.type == "meta"
     assert module_device(model).type == "meta"
@@ -47,7 +47,7 @@ def test_original_classifier_is_removed():
     model = build_model(BACKBONE, num_classes=4, pretrained=False, device=torch.device("meta"))
     linears = [name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
     assert linears[-1] == "head"
-    size = default_image_size(BACKBONE)
+    size = resolve_backbone(BACKBONE).default_image_size()
     assert model.head.in_features == model.backbone.eval()(torch.empty(1, 3, size, size, device="meta")).shape[-1]
     assert all(m.out_features != 1000 for m in model.modules() if isinstance(m, torch.nn.Linear))
 

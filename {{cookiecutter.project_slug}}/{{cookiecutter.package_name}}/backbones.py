@@ -51,44 +51,19 @@ def is_import_path(name: str) -> bool:
     return ":" in name
 
 
-class Backbone:
-    """What the project asks of a backbone, whichever kind it is; `resolve_backbone` returns one."""
-
-    weights: WeightsEnum | None = None  # torchvision's ImageNet weights; None: the module loads its own
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def default_image_size(self) -> int | None:
-        """The input size its weights were made for; None: any (the data's or the demo's size is used)."""
-        return None
-
-    def fit_image_size(self, size: int) -> int:
-        """The smallest input size at least `size` that its architecture accepts."""
-        return size
-
-    def build(self, *, device: torch.device, image_size: int | None = None,
-              state: dict[str, torch.Tensor] | None = None) -> tuple[nn.Module, int]:
-        """The feature extractor on `device` ((B, 3, H, W) -> (B, F)) and F."""
-        raise NotImplementedError
-
-
-class TorchvisionBackbone(Backbone):
+class TorchvisionBackbone:
     """A torchvision classification model, built without its ImageNet classifier."""
 
     def __init__(self, name: str):
-        super().__init__(name)
-        self.weights = models.get_model_weights(name).DEFAULT
+        self.name = name
+        self.weights: WeightsEnum = models.get_model_weights(name).DEFAULT
 
     def default_image_size(self) -> int:
         """The size its default weights were evaluated at (224 for most, 299 for inception_v3)."""
         return self.weights.transforms().crop_size[0]
 
-    def min_image_size(self) -> int:
-        """The smallest input size torchvision documents for it."""
-        return max(self.weights.meta["min_size"])
-
     def fit_image_size(self, size: int) -> int:
+        """The smallest input size at least `size` that its architecture accepts."""
         name = self.name
         if name.startswith("vit_"):  # whole patches: vit_b_16 takes multiples of 16
             patch = int(name.rsplit("_", 1)[1])
@@ -97,11 +72,11 @@ class TorchvisionBackbone(Backbone):
             return -(-size // 224) * 224
         if name.startswith("swin"):  # windows are padded: any size works; meta's min_size is the weights' size
             return size
-        return max(size, self.min_image_size())
+        return max(size, *self.weights.meta["min_size"])  # the smallest torchvision documents
 
     def build(self, *, device: torch.device, image_size: int | None = None,
               state: dict[str, torch.Tensor] | None = None) -> tuple[nn.Module, int]:
-        """Build on `device`, load `state` (its ImageNet weights) if given, and strip the classifier."""
+        """The feature extractor on `device` ((B, 3, H, W) -> (B, F)) and F; `state`: its ImageNet weights, if given."""
         name = self.name
         num_outputs = len(self.weights.meta["categories"])
         with building_on(device):
@@ -111,17 +86,24 @@ class TorchvisionBackbone(Backbone):
         if state is not None:
             if name.startswith("vit_"):  # positional embeddings resized to this input size, as torchvision's refs do
                 state = vision_transformer.interpolate_embeddings(backbone.image_size, backbone.patch_size, state)
-            backbone.load_state_dict(state)
-        drop_auxiliary_heads(backbone)
+            backbone.load_state_dict({key: value for key, value in state.items() if not key.lower().startswith("aux")})
         return backbone, strip_classifier(backbone, num_outputs)
 
 
-class ImportedBackbone(Backbone):
+class ImportedBackbone:
     """Your own nn.Module, named by an import path and called with no arguments (module docstring: the rules)."""
 
+    weights = None  # no torchvision ImageNet weights: the module loads its own
+
     def __init__(self, name: str, factory: Callable[[], nn.Module]):
-        super().__init__(name)
-        self.factory = factory
+        self.name, self.factory = name, factory
+
+    def default_image_size(self) -> None:
+        """None: any input size (the data's or the demo's is used)."""
+
+    def fit_image_size(self, size: int) -> int:
+        """`size` itself: the project does not know your architecture's constraints."""
+        return size
 
     def build(self, *, device: torch.device, image_size: int | None = None,
               state: dict[str, torch.Tensor] | None = None) -> tuple[nn.Module, int]:
@@ -129,9 +111,8 @@ class ImportedBackbone(Backbone):
 
         Built as for training, on the run's device, whatever the caller: a checkpoint's own module is never
         pre-built on meta (its __init__ may read values, or its factory hand out one shared instance).
+        `state` is never given: build_model asks default_weights first, which refuses your own module.
         """
-        if state is not None:
-            raise BackboneError(f"{self.name} has no torchvision weights; its own code loads any it starts from")
         try:
             with building_on(device):
                 backbone = self.factory()
@@ -206,23 +187,17 @@ def _import_factory(path: str) -> Callable[[], nn.Module]:
     return target
 
 
-def _check_torchvision_name(name: str) -> None:
-    """Refuse a name torchvision does not know, naming the closest valid ones."""
-    if name in backbone_names():
-        return
-    close = difflib.get_close_matches(name, backbone_names(), n=3, cutoff=0.5)
-    hint = f"closest: {', '.join(close)}" if close else "e.g. resnet18, efficientnet_b0, convnext_tiny, vit_b_16"
-    raise BackboneError(f"unknown backbone {name!r}; {hint} "
-                        f"(all {len(backbone_names())}: torchvision.models.list_models(module=torchvision.models); "
-                        "or your own module as package.module:ClassOrFactory)")
-
-
 @functools.cache
-def resolve_backbone(name: str) -> Backbone:
+def resolve_backbone(name: str) -> TorchvisionBackbone | ImportedBackbone:
     """The backbone --backbone names: the one resolver every part of the project asks (BackboneError if none)."""
     if is_import_path(name):
         return ImportedBackbone(name, _import_factory(name))
-    _check_torchvision_name(name)
+    if name not in backbone_names():  # refused, naming the closest valid ones
+        close = difflib.get_close_matches(name, backbone_names(), n=3, cutoff=0.5)
+        hint = f"closest: {', '.join(close)}" if close else "e.g. resnet18, efficientnet_b0, convnext_tiny, vit_b_16"
+        raise BackboneError(f"unknown backbone {name!r}; {hint} "
+                            f"(all {len(backbone_names())}: torchvision.models.list_models(module=torchvision.models); "
+                            "or your own module as package.module:ClassOrFactory)")
     return TorchvisionBackbone(name)
 
 
@@ -235,11 +210,6 @@ def default_weights(name: str) -> WeightsEnum:
     return weights
 
 
-def default_image_size(name: str) -> int | None:
-    """The input size the backbone's weights were made for (224 for most); None for your own module."""
-    return resolve_backbone(name).default_image_size()
-
-
 def fit_image_size(name: str, size: int) -> int:
     """The smallest input size at least `size` that the backbone's architecture accepts."""
     return resolve_backbone(name).fit_image_size(size)
@@ -249,7 +219,7 @@ def check_image_size(name: str, size: int) -> None:
     """Refuse an input size the backbone's architecture cannot take, naming the nearest one it can."""
     if fit_image_size(name, size) != size:
         raise BackboneError(f"{name} cannot take {size} px inputs; use --image-size {fit_image_size(name, size)} "
-                            f"(its own size is {default_image_size(name)})")
+                            f"(its own size is {resolve_backbone(name).default_image_size()})")
 
 
 def builder_kwargs(backbone: TorchvisionBackbone, image_size: int | None, pretrained: bool) -> dict:
@@ -261,18 +231,10 @@ def builder_kwargs(backbone: TorchvisionBackbone, image_size: int | None, pretra
         return {"input_size": (size, size)}
     if name in ("googlenet", "inception_v3"):
         # Their ImageNet weights expect inputs re-normalised inside the model; always on, so a model
-        # rebuilt from a checkpoint (without pretrained weights) computes what it was trained to.
-        return {"transform_input": True, "init_weights": not pretrained}
+        # rebuilt from a checkpoint (without pretrained weights) computes what it was trained to. Built
+        # without the auxiliary ImageNet classifiers, whose weights (aux*, AuxLogits.*) are left out when loading.
+        return {"transform_input": True, "init_weights": not pretrained, "aux_logits": False}
     return {}
-
-
-def drop_auxiliary_heads(backbone: nn.Module) -> None:
-    """Remove GoogLeNet's and Inception's auxiliary ImageNet classifiers, as torchvision does without aux_logits."""
-    if getattr(backbone, "aux_logits", False):
-        backbone.aux_logits = False
-        for child, _ in list(backbone.named_children()):
-            if child.lower().startswith("aux"):
-                setattr(backbone, child, None)
 
 
 def find_classifier(model: nn.Module, num_outputs: int = 1000) -> tuple[str, nn.Module]:
@@ -290,11 +252,3 @@ def strip_classifier(backbone: nn.Module, num_outputs: int = 1000) -> int:
     # Whatever follows the classifier (SqueezeNet's ReLU, pooling, flatten) keeps the channel count.
     return layer.in_features if isinstance(layer, nn.Linear) else layer.in_channels
 
-
-def build_backbone(name: str, *, device: torch.device, image_size: int | None = None,
-                   state: dict[str, torch.Tensor] | None = None) -> tuple[nn.Module, int]:
-    """Build `name` on `device` (with `state`, its ImageNet weights, if given), without a classifier.
-
-    Returns the backbone, which maps (B, 3, H, W) images to (B, F) features, and F.
-    """
-    return resolve_backbone(name).build(device=device, image_size=image_size, state=state)

@@ -19,7 +19,7 @@ import urllib.parse
 import torch
 from torch import nn
 
-from .backbones import build_backbone, default_weights, resolve_backbone
+from .backbones import default_weights, resolve_backbone
 from .devkit import DeviceAwareMixin, module_device
 from .errors import UserError
 
@@ -30,8 +30,7 @@ class WeightsError(UserError):
 
 def weights_file(backbone_name: str) -> str:
     """Where torch hub keeps this backbone's default ImageNet weights."""
-    weights = default_weights(backbone_name)
-    name = os.path.basename(urllib.parse.urlparse(weights.url).path)
+    name = os.path.basename(urllib.parse.urlparse(default_weights(backbone_name).url).path)
     return os.path.join(torch.hub.get_dir(), "checkpoints", name)
 
 
@@ -41,11 +40,9 @@ def pretrained_state_dict(backbone_name: str) -> dict[str, torch.Tensor]:
     try:
         return weights.get_state_dict(progress=True, check_hash=True, weights_only=True, map_location="cpu")
     except (OSError, RuntimeError) as error:  # URLError is an OSError; a bad file is a RuntimeError
-        raise WeightsError(
-            f"pretrained {backbone_name} weights are not cached and could not be loaded ({error}); "
-            f"place {os.path.basename(weights_file(backbone_name))} in {os.path.dirname(weights_file(backbone_name))} "
-            "or pass --no-pretrained"
-        ) from None
+        folder, name = os.path.split(weights_file(backbone_name))
+        raise WeightsError(f"pretrained {backbone_name} weights are not cached and could not be loaded ({error}); "
+                           f"place {name} in {folder} or pass --no-pretrained") from None
 
 
 def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> tuple[bool, str | None]:
@@ -61,8 +58,8 @@ def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> t
             raise WeightsError(f"--pretrained loads torchvision's ImageNet weights; {backbone_name} is your own "
                                "module, which loads its own: pass --no-pretrained")
         return False, None
-    name = os.path.basename(weights_file(backbone_name))
-    cached = os.path.exists(weights_file(backbone_name))
+    folder, name = os.path.split(weights_file(backbone_name))
+    cached = os.path.exists(os.path.join(folder, name))
     try:
         # Unasked-for, a failed attempt is one note, not torch hub's "Downloading ..." line and progress bar too.
         quiet = contextlib.nullcontext() if explicit else contextlib.redirect_stdout(io.StringIO())
@@ -73,18 +70,15 @@ def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> t
             raise
         return False, (f"note: pretrained {backbone_name} weights are not cached ({name}) and cannot be "
                        "downloaded; training from scratch (pass --pretrained to insist)")
-    if cached or explicit:
-        return True, None
-    return True, f"note: downloaded {name} into {os.path.dirname(weights_file(backbone_name))}"
+    return True, None if cached or explicit else f"note: downloaded {name} into {folder}"
 
 
 class Classifier(DeviceAwareMixin, nn.Module):
     """A feature extractor followed by a linear head of `num_classes` logits."""
 
-    def __init__(self, backbone: nn.Module, feature_dim: int, num_classes: int, dropout: float = 0.0):
+    def __init__(self, backbone: nn.Module, feature_dim: int, num_classes: int):
         super().__init__()
         self.backbone = backbone
-        self.dropout = nn.Dropout(dropout)
         # Created where the backbone already is: no later .to() can be forgotten.
         self.head = nn.Linear(feature_dim, num_classes, device=module_device(backbone))
         self.backbone_frozen = False  # set where a backbone is frozen (the fine_tuning answer's plugin)
@@ -99,7 +93,7 @@ class Classifier(DeviceAwareMixin, nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Logits of shape (B, num_classes) for images of shape (B, 3, H, W)."""
         features = self.backbone(images)  # (B, F)
-        return self.head(self.dropout(features))
+        return self.head(features)
 
 
 def build_model(backbone_name: str, num_classes: int, *, pretrained: bool, device: torch.device,
@@ -109,5 +103,5 @@ def build_model(backbone_name: str, num_classes: int, *, pretrained: bool, devic
     `image_size` matters only to backbones built for one input size (ViT, MaxViT); None: their own.
     """
     state = pretrained_state_dict(backbone_name) if pretrained else None
-    backbone, width = build_backbone(backbone_name, device=device, image_size=image_size, state=state)
+    backbone, width = resolve_backbone(backbone_name).build(device=device, image_size=image_size, state=state)
     return Classifier(backbone, width, num_classes)

@@ -21,7 +21,7 @@ class DeviceError(ValueError):
 
 def backend_module(kind: str) -> Any:
     """torch.cuda or torch.xpu: the backends with a 'current device'; None for the others."""
-    return {"cuda": torch.cuda, "xpu": getattr(torch, "xpu", None)}.get(kind)
+    return {"cuda": torch.cuda, "xpu": torch.xpu}.get(kind)
 
 def _accelerator_api() -> Any:
     """torch.accelerator (torch 2.6+), which knows this build's accelerator; None on older torch."""
@@ -31,10 +31,9 @@ def _accelerator_api() -> Any:
 def _probed_count(kind: str) -> int:
     """How many devices of one accelerator kind, asking its own backend (torch before 2.6)."""
     if kind == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        return 1 if mps is not None and mps.is_available() else 0
-    backend = backend_module(kind)
-    return backend.device_count() if backend is not None and backend.is_available() else 0
+        return int(torch.backends.mps.is_available())
+    backend = backend_module(kind)  # torch.cuda and torch.xpu are there from torch 2.4 on, in every build
+    return backend.device_count() if backend.is_available() else 0
 
 def accelerator_kind() -> str | None:
     """This machine's accelerator ('cuda', 'mps', 'xpu'), None without one: torch.accelerator's answer where
@@ -80,11 +79,11 @@ def show(spec: object) -> str:
 
 def format_bytes(count: float) -> str:
     """1536 -> '1.5 KiB'; exact below 1 KiB."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024:
             return f"{count} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1024
-    raise AssertionError("unreachable")
+    return f"{count:.1f} GiB"
 
 def format_table(rows: list[tuple[str, ...]], right: Iterable[int] = ()) -> str:
     """Rows as aligned text; the columns numbered in `right` are right-aligned (numbers)."""

@@ -12,8 +12,7 @@ Every file is written atomically (atomic.py: a temp file in the same folder, fsy
 `os.replace`d), so a kill at any instant leaves the old file or the new one. Loading checks the zip's
 CRC-32s (torch.load does not: flipped bits would load as weights), unpickles with
 `weights_only=True` and no fallback, and turns every failure into a one-line CheckpointError.
-This file imports only torch and the standard library, so it can be copied into another
-project as it is.
+Besides torch and the standard library it needs atomic.py and placement.py (and backends.py) from the kit.
 """
 
 from __future__ import annotations
@@ -30,8 +29,9 @@ import torch
 from torch import nn
 
 from .atomic import atomic_file
+from .placement import map_tensors
 
-WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DataParallel/DDP, torch.compile
+_WRAPPER_PREFIXES = re.compile(r"^(?:module\.|_orig_mod\.)+")  # DataParallel/DDP, torch.compile, around the model
 _WRAPPER_HOP = re.compile(r"(?:^|(?<=\.))(?:module|_orig_mod)\.")  # 'features.module.0.weight': a wrapped submodule
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colours and bold in torch's messages
 # What torch.load(weights_only=True) accepts besides tensors and the types in get_safe_globals(), and the
@@ -47,47 +47,19 @@ class CheckpointError(ValueError):
     """A checkpoint is missing, corrupt, unsafe, or for another model."""
 
 
-def unwrap(model: nn.Module) -> nn.Module:
-    """The plain model inside DataParallel, DistributedDataParallel and torch.compile wrappers."""
-    while True:
-        if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
-            model = model.module
-        elif hasattr(model, "_orig_mod"):  # torch.compile's OptimizedModule
-            model = model._orig_mod
-        else:
-            return model
-
-
 def to_cpu(obj: Any) -> Any:
     """A copy of `obj` with every tensor copied to the CPU; the live tensors are never moved."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        return {key: to_cpu(value) for key, value in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_cpu(value) for value in obj)
-    return obj
+    return map_tensors(obj, lambda tensor: tensor.detach().to("cpu", copy=True))
 
 
 def on_cpu(obj: Any) -> Any:
     """`obj` with every tensor that is not on the CPU copied there; CPU tensors kept as they are (no copy)."""
-    if isinstance(obj, torch.Tensor):
-        return obj if obj.device.type == "cpu" else obj.detach().to("cpu")
-    if type(obj) in (dict, collections.OrderedDict):  # not a defaultdict or a dict subclass: the check refuses those
-        return type(obj)((key, on_cpu(value)) for key, value in obj.items())
-    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):  # not a named tuple: its fields are typed
-        return type(obj)(on_cpu(value) for value in obj)
-    return obj
+    return map_tensors(obj, lambda tensor: tensor if tensor.device.type == "cpu" else tensor.detach().to("cpu"))
 
 
 def strip_wrapper_prefixes(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Keys as a plain model names them, whatever wrappers (DP, DDP, compile) were around it."""
-    stripped = {}
-    for key, value in state_dict.items():
-        while key.startswith(WRAPPER_PREFIXES):
-            key = key.split(".", 1)[1]
-        stripped[key] = value
-    return stripped
+    return {_WRAPPER_PREFIXES.sub("", key): value for key, value in state_dict.items()}
 
 
 def _inner_name(module: nn.Module) -> str | None:
@@ -95,6 +67,13 @@ def _inner_name(module: nn.Module) -> str | None:
     if isinstance(module, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
         return "module"
     return "_orig_mod" if "_orig_mod" in module._modules else None
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain model inside DataParallel, DistributedDataParallel and torch.compile wrappers."""
+    while (inner := _inner_name(model)) is not None:
+        model = model._modules[inner]
+    return model
 
 
 def plain_key(model: nn.Module, key: str) -> str:
@@ -155,11 +134,11 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
     a GPU, and the live tensors stay where they are (CPU tensors are written as they are, not copied again).
     A value that weights_only loading would refuse raises TypeError before anything is written.
     """
-    state = on_cpu(state)
     found = unsafe_value(state)
     if found:
         raise TypeError(f"cannot save {path}: {found} would be refused by torch.load(weights_only=True); "
                         f"store {_plain_fix(found)} instead")
+    state = on_cpu(state)  # after the check: a refused state is not copied first
     with atomic_file(path, "wb") as handle:
         writer = _RecordingWriter(handle)
         try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 
-import torch
 from torch import nn
 
 from .backends import DeviceError, format_bytes, format_table
@@ -13,13 +12,12 @@ from .placement import named_tensors, one_device, tensors_in
 
 def device_report(module: nn.Module) -> str:
     """An aligned table of tensor count, elements and bytes per (kind, device, dtype), with a total."""
-    sums: dict[tuple[str, str, str], list[int]] = {}
+    sums: dict[tuple[str, str, str], tuple[int, int, int]] = {}
     for kind, named in (("param", module.named_parameters()), ("buffer", module.named_buffers())):
         for _, tensor in named:
             key = (kind, str(tensor.device), str(tensor.dtype).removeprefix("torch."))
-            row = sums.setdefault(key, [0, 0, 0])
-            numel = tensor.numel()
-            row[0], row[1], row[2] = row[0] + 1, row[1] + numel, row[2] + numel * tensor.element_size()
+            n, numel, size = sums.get(key, (0, 0, 0))
+            sums[key] = (n + 1, numel + tensor.numel(), size + tensor.numel() * tensor.element_size())
     total = [sum(row[i] for row in sums.values()) for i in range(3)]
     rows = [("kind", "device", "dtype", "tensors", "elements", "bytes")]
     rows += [(*key, str(n), str(numel), format_bytes(size)) for key, (n, numel, size) in sums.items()]
@@ -37,7 +35,6 @@ class DeviceGuard:
     """
 
     def __init__(self, model: nn.Module) -> None:
-        self._devices: dict[int, torch.device] = {}  # id(submodule) -> device its tensors were seen on
         self._handles = [
             module.register_forward_pre_hook(functools.partial(self._check, path or "<root>"),
                                              with_kwargs=True)
@@ -45,30 +42,20 @@ class DeviceGuard:
             if next(named_tensors(module, recurse=False), None) is not None  # containers need no check
         ]
 
-    def _device_of(self, module: nn.Module, path: str) -> torch.device | None:
-        """Device of the module's own tensors; re-verified in full only after the first one moved."""
-        first = next(named_tensors(module, recurse=False), None)
-        if first is None:
-            return None
-        # .to() and friends move all of a module's tensors together, so the first one's device
-        # tells whether the cached answer still holds; a real move triggers a full recheck.
-        if self._devices.get(id(module)) != first[1].device:
-            owner = f"{path} ({type(module).__name__})"
-            device = one_device(named_tensors(module, recurse=False), owner)
-            self._devices[id(module)] = device  # type: ignore[assignment]
-        return self._devices[id(module)]
-
-    def _check(self, path: str, module: nn.Module, args: tuple, kwargs: dict) -> None:
+    @staticmethod
+    def _check(path: str, module: nn.Module, args: tuple, kwargs: dict) -> None:
         """Raise DeviceError on the first tensor input that is not where the module's tensors are."""
-        expected = self._device_of(module, path)
+        owner = f"{path} ({type(module).__name__})"
+        # Read at every call, not cached: a .to() after the guard was made moves the module.
+        expected = one_device(named_tensors(module, recurse=False), owner)
         named_inputs = [*enumerate(args), *((repr(key), value) for key, value in kwargs.items())]
         for where, value in named_inputs:
             for tensor in tensors_in(value):
                 # PyTorch lets 0-dim CPU tensors mix with any device, so they are no mistake.
                 scalar = tensor.dim() == 0 and tensor.device.type == "cpu"
                 if expected is not None and tensor.device != expected and not scalar:
-                    raise DeviceError(f"{path} ({type(module).__name__}) holds its tensors on "
-                                      f"{expected} but input {where} is on {tensor.device}")
+                    raise DeviceError(f"{owner} holds its tensors on {expected} but input {where} is on "
+                                      f"{tensor.device}")
 
     def remove(self) -> None:
         """Take the hooks off the model again (safe to call twice)."""

@@ -60,35 +60,33 @@ class DeviceAwareMixin:
     @property
     def dtype(self) -> torch.dtype:
         """The dtype of the first floating-point parameter (then buffer); the default dtype if none."""
-        for _, tensor in named_tensors(self):  # type: ignore[arg-type]
-            if tensor.is_floating_point():
-                return tensor.dtype
-        return torch.get_default_dtype()
+        tensors = named_tensors(self)  # type: ignore[arg-type]
+        return next((tensor.dtype for _, tensor in tensors if tensor.is_floating_point()), torch.get_default_dtype())
 
-def _map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     """Rebuild `obj` with `fn` applied to each tensor in nested dicts, lists, tuples, dataclasses."""
     if isinstance(obj, torch.Tensor):
         return fn(obj)
     if isinstance(obj, dict):
         out = copy.copy(obj)  # keeps the class and extras such as a defaultdict's factory
         for key, value in obj.items():
-            out[key] = _map_tensors(value, fn)
+            out[key] = map_tensors(value, fn)
         return out
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple takes fields positionally
-        return type(obj)(*(_map_tensors(value, fn) for value in obj))
+        return type(obj)(*(map_tensors(value, fn) for value in obj))
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_map_tensors(value, fn) for value in obj)
+        return type(obj)(map_tensors(value, fn) for value in obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         out = copy.copy(obj)  # not dataclasses.replace: that fails on init=False fields
         for field in dataclasses.fields(obj):
-            object.__setattr__(out, field.name, _map_tensors(getattr(obj, field.name), fn))  # frozen too
+            object.__setattr__(out, field.name, map_tensors(getattr(obj, field.name), fn))  # frozen too
         return out
     return obj
 
 def tensors_in(obj: Any) -> list[torch.Tensor]:
     """Every tensor inside `obj`, found by the same traversal as move_to."""
     found: list[torch.Tensor] = []
-    _map_tensors(obj, found.append)  # the rebuilt copy is thrown away
+    map_tensors(obj, found.append)  # the rebuilt copy is thrown away
     return found
 
 def move_to(obj: Any, device: torch.device | str, non_blocking: bool = False) -> Any:
@@ -97,7 +95,7 @@ def move_to(obj: Any, device: torch.device | str, non_blocking: bool = False) ->
     Other values are passed through untouched. `non_blocking=True` only overlaps the copy with
     compute when the source is in pinned memory (DataLoader(pin_memory=True)).
     """
-    return _map_tensors(obj, lambda tensor: tensor.to(device, non_blocking=non_blocking))
+    return map_tensors(obj, lambda tensor: tensor.to(device, non_blocking=non_blocking))
 
 def on_device(device: torch.device | str | Callable[[], torch.device],
               non_blocking: bool = False) -> Callable[[F], F]:

@@ -32,12 +32,8 @@ from torch import nn
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 SCALED = ("cuda", "xpu", "mps")  # where fp16 trains with a GradScaler (MPS from torch 2.8: mps_rule)
-# (precision, what it needs on MPS): the torch release, and the macOS release (None: any)
-MPS_NEEDS = {"fp16": ((2, 8), None), "bf16": ((2, 6), (14, 0))}
 _CPU_BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # /proc/cpuinfo: x86 AVX512_BF16 / AMX, Arm's bf16
-EMULATED_BF16_COST = "about 9x slower than fp32"  # measured on an AVX2-only EPYC (see the module docstring)
 _CPU_FP16_FLAGS = {"avx512_fp16", "amx_fp16", "asimdhp"}  # x86 AVX512_FP16 / AMX-FP16, Arm's half-precision SIMD
-EMULATED_FP16_COST = "about 25x slower than fp32"  # measured on an EPYC without AVX512_FP16 (module docstring)
 
 
 class PrecisionError(ValueError):
@@ -110,9 +106,9 @@ def cpu_fp16_native() -> bool | None:
 def why_emulated(name: str, device: torch.device) -> str | None:
     """Why precision `name` runs only emulated (and slowly) on `device`, or None when it runs natively."""
     if name == "bf16" and device.type == "cpu" and cpu_bf16_native() is False:
-        return f"bf16 is emulated on this CPU (no AVX512_BF16 or AMX), {EMULATED_BF16_COST}"
+        return "bf16 is emulated on this CPU (no AVX512_BF16 or AMX), about 9x slower than fp32"
     if name == "fp16" and device.type == "cpu" and not cpu_fp16_native():
-        return f"fp16 is emulated on this CPU (no AVX512_FP16 or AMX-FP16), {EMULATED_FP16_COST}"
+        return "fp16 is emulated on this CPU (no AVX512_FP16 or AMX-FP16), about 25x slower than fp32"
     return None
 
 
@@ -130,16 +126,14 @@ def macos_release() -> tuple[int, int] | None:
 def mps_rule(name: str) -> str | None:
     """Why `name` cannot train on MPS with this torch and macOS (fp16 needs autocast from 2.5 and the GradScaler
     from 2.8; bf16 needs 2.6 and macOS 14), or None when it can."""
-    needs = MPS_NEEDS.get(name)
-    if needs is None:
-        return None
-    torch_needed, macos_needed = needs
-    if torch_release() < torch_needed:
-        what = "fp16 training (autocast from 2.5, its GradScaler from 2.8)" if name == "fp16" else f"{name} autocast"
-        return f"{what} on mps needs torch {'.'.join(map(str, torch_needed))}+, this is {torch.__version__}"
+    if name == "fp16" and torch_release() < (2, 8):
+        return ("fp16 training (autocast from 2.5, its GradScaler from 2.8) on mps needs torch 2.8+, "
+                f"this is {torch.__version__}")
+    if name == "bf16" and torch_release() < (2, 6):
+        return f"bf16 autocast on mps needs torch 2.6+, this is {torch.__version__}"
     macos = macos_release()
-    if macos_needed is not None and macos is not None and macos < macos_needed:
-        return f"{name} on mps needs macOS {macos_needed[0]}+, this Mac runs {'.'.join(map(str, macos))}"
+    if name == "bf16" and macos is not None and macos < (14, 0):
+        return f"bf16 on mps needs macOS 14+, this Mac runs {'.'.join(map(str, macos))}"
     return None
 
 
@@ -159,17 +153,12 @@ def why_not(name: str, device: torch.device) -> str | None:
     return None
 
 
-def _alternatives(name: str, device: torch.device) -> str:
-    """The precisions to suggest instead of `name` on `device`."""
-    others = [other for other in ("bf16", "fp16") if other != name and not why_not(other, device)]
-    return " or ".join([*others, "fp32"])
-
-
 def make_policy(name: str, device: torch.device) -> PrecisionPolicy:
     """Check that `name` can run on `device` and return its policy."""
     reason = why_not(name, device)
-    if reason:
-        raise PrecisionError(f"{reason}; use {_alternatives(name, device)}")
+    if reason:  # naming the precisions that can run here instead
+        others = [other for other in ("bf16", "fp16") if other != name and not why_not(other, device)]
+        raise PrecisionError(f"{reason}; use {' or '.join([*others, 'fp32'])}")
     return PrecisionPolicy(name, device)
 
 

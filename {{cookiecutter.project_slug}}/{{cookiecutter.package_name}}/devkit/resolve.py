@@ -28,8 +28,6 @@ from .backends import (
 )
 from .gpus import free_memory, gpu_info, uuid_of
 
-# Indices without leading zeros: torch itself rejects 'cuda:01', so we must not accept it either.
-_SPEC = re.compile(r"(cpu|cuda|mps|xpu|meta)(?::(0|[1-9][0-9]*))?\Z")
 _AUTO_FREE = re.compile(r"auto:free(?::([0-9]+(?:\.[0-9]+)?)([a-z]*))?\Z")  # auto:free, auto:free:8GiB
 _UUID = re.compile(r"gpu-[0-9a-f-]+\Z")  # as nvidia-smi -L and CUDA_VISIBLE_DEVICES write it
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -43,11 +41,10 @@ def _parse(spec: object) -> torch.device:
     if isinstance(spec, torch.device):
         return spec
     if isinstance(spec, str):
-        match = _SPEC.match(spec.strip().lower())
-        if not match:
-            raise DeviceError(f"unknown device {show(spec)}")
-        kind, index = match.groups()
-        return torch.device(kind, int(index)) if index is not None else torch.device(kind)
+        try:  # torch's own parser: it refuses 'cuda:01', 'cuda 1' and '' (a kind it knows but we do not: below)
+            return torch.device(spec.strip().lower())
+        except RuntimeError:
+            raise DeviceError(f"unknown device {show(spec)}") from None
     try:  # bool is an int to Python but never a device; numpy integers pass, floats do not
         if isinstance(spec, (bool, torch.Tensor)):
             raise TypeError
@@ -76,26 +73,18 @@ def _check_present(device: torch.device, spec: object) -> torch.device:
     return torch.device(kind, index) if kind in INDEXED else torch.device(kind)
 
 def _auto() -> torch.device:
-    """The first present of cuda, mps, xpu, cpu; under torchrun, this process's own GPU."""
-    local_rank = os.environ.get("LOCAL_RANK")
-    for kind in ("cuda", "mps", "xpu"):
-        if not backend_count(kind):
-            continue
-        if local_rank is None or kind == "mps":
-            return _check_present(torch.device(kind), "auto")
-        if not local_rank.strip().isdecimal():  # isdigit() passes "²", which int() refuses
-            raise DeviceError(f"auto: LOCAL_RANK={local_rank!r} is not a device index")
-        return _check_present(torch.device(kind, int(local_rank)), f"{kind}:{int(local_rank)}")
-    return torch.device("cpu")
+    """This machine's accelerator (accelerator_kind: cuda, mps or xpu), else cpu; under torchrun, this process's GPU."""
+    kind, local_rank = accelerator_kind(), os.environ.get("LOCAL_RANK")
+    if kind is None:
+        return torch.device("cpu")
+    if local_rank is None or kind == "mps":
+        return _check_present(torch.device(kind), "auto")
+    if not local_rank.strip().isdecimal():  # isdigit() passes "²", which int() refuses
+        raise DeviceError(f"auto: LOCAL_RANK={local_rank!r} is not a device index")
+    return _check_present(torch.device(kind, int(local_rank)), f"{kind}:{int(local_rank)}")
 
-def _is_auto(spec: object) -> bool:
-    """None and 'auto' (any case, any surrounding space) both ask for the best present device."""
-    return spec is None or (isinstance(spec, str) and spec.strip().lower() == "auto")
-
-def _min_free(spec: object) -> int | None:
-    """The minimum free bytes an 'auto:free[:SIZE]' spec asks for (0 without SIZE); None for other specs."""
-    if not isinstance(spec, str) or not spec.strip().lower().startswith("auto:free"):
-        return None
+def _min_free(spec: str) -> int:
+    """The minimum free bytes an 'auto:free[:SIZE]' spec asks for (0 without SIZE)."""
     match = _AUTO_FREE.match(spec.strip().lower())
     if not match or (match.group(1) and match.group(2) not in _UNITS):
         raise DeviceError(f"unknown device {show(spec)}: auto:free takes a minimum such as auto:free:8GiB")
@@ -117,9 +106,8 @@ def _auto_free(min_free: int) -> tuple[torch.device, str | None]:
     listed = ", ".join(f"cuda:{index} {format_bytes(free[index])}" for index in free)
     if free[best] < min_free:
         raise DeviceError(f"auto:free: no CUDA device has {format_bytes(min_free)} free ({listed} free)")
-    if torchrun:
-        return torch.device("cuda", best), f"auto:free: LOCAL_RANK decides under torchrun ({listed} free)"
-    return torch.device("cuda", best), f"auto:free: most free memory ({listed} free)"
+    why = "LOCAL_RANK decides under torchrun" if torchrun else "most free memory"
+    return torch.device("cuda", best), f"auto:free: {why} ({listed} free)"
 
 def _by_uuid(spec: str) -> torch.device:
     """The visible GPU whose UUID is, or starts with, `spec` (as CUDA_VISIBLE_DEVICES matches them)."""
@@ -132,20 +120,14 @@ def _by_uuid(spec: str) -> torch.device:
 
 def _choose(spec: object) -> tuple[torch.device, str | None]:
     """The device `spec` names on this machine, and why when it was a choice among several."""
-    min_free = _min_free(spec)
-    if min_free is not None:
-        return _auto_free(min_free)
-    if _is_auto(spec):
+    text = spec.strip().lower() if isinstance(spec, str) else ""  # any case, any surrounding space
+    if spec is None or text == "auto":
         return _auto(), None
-    if isinstance(spec, str) and _UUID.match(spec.strip().lower()):
+    if text.startswith("auto:free"):
+        return _auto_free(_min_free(spec))
+    if _UUID.match(text):
         return _by_uuid(spec), None
     return _check_present(_parse(spec), spec), None
-
-def _make_current(device: torch.device) -> None:
-    """Make `device` its backend's current device, so that bare-'cuda' work lands there too."""
-    backend = backend_module(device.type)
-    if backend is not None and device.index is not None:
-        backend.set_device(device.index)
 
 def resolve_device(spec: str | int | torch.device | None = "auto") -> torch.device:
     """Turn a user's device spec into a present, indexed torch.device, or raise DeviceError.
@@ -161,7 +143,9 @@ def resolve_device(spec: str | int | torch.device | None = "auto") -> torch.devi
         device, why = _choose(spec)
     except DeviceError as error:
         raise DeviceError(f"{error}; available: {', '.join(available_devices())}") from None
-    _make_current(device)
+    backend = backend_module(device.type)
+    if backend is not None and device.index is not None:  # bare-'cuda' work (no index given) lands there too
+        backend.set_device(device.index)
     _WHY.clear()
     if why:
         _WHY[device] = why
