@@ -154,18 +154,13 @@ def _check_loss(loss: dict, num_classes: int, path: str | os.PathLike) -> None:
                             f"({num_classes}), none below 0")
 
 
-def check_head(state: dict[str, Any], path: str | os.PathLike) -> None:
-    """The head has one row per class name: checked before any model of that many classes is built."""
-    head = state["model"].get(HEAD_WEIGHT)
-    if head is not None and (head.dim() != 2 or head.shape[0] != len(state["class_names"])):
-        count = len(state["class_names"])
-        raise _refuse(path, f"model.{HEAD_WEIGHT} is {tuple(head.shape)}, but class_names names {count} classes "
-                            f"(a head of ({count}, {head.shape[-1]}))")
-
-
 def check_shapes(state: dict[str, Any], build_on_meta: Callable[[], nn.Module], path: str | os.PathLike) -> None:
     """Every weight fits the model the checkpoint names, built on the meta device (no memory) to compare shapes."""
-    check_head(state, path)
+    # The head first, one row per class name: before any model of that many classes is built (even on meta)
+    head, count = state["model"].get(HEAD_WEIGHT), len(state["class_names"])
+    if head is not None and (head.dim() != 2 or head.shape[0] != count):
+        raise _refuse(path, f"model.{HEAD_WEIGHT} is {tuple(head.shape)}, but class_names names {count} classes "
+                            f"(a head of ({count}, {head.shape[-1]}))")
     backbone = state["config"]["backbone"]
     if backbones.is_import_path(backbone):  # your own module: checked as it is built for use, never on meta
         return
