@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pytest
 import torch
-from conftest import HANG_S
+from conftest import HANG_S, FakeCuda
 from torch import nn
 
 from {{ cookiecutter.package_name }}.devkit import (
@@ -487,6 +487,30 @@ def test_gpu_info_names_the_physical_card_behind_cuda_1(fake_cuda, monkeypatch):
     assert describe_device(torch.device("cuda", 1)) == (
         f"cuda:1 (NVIDIA H100 80GB HBM3, 80.0 GiB, 70.0 GiB free, {UUID1}, PCI 00000000:39:00.0, "
         "CUDA_VISIBLE_DEVICES entry 5)")
+
+
+@dataclasses.dataclass
+class Torch24Gpu:
+    """torch 2.4's CUDA device properties: no uuid and no PCI fields (they came in later releases)."""
+
+    name: str = "NVIDIA H100 80GB HBM3"
+    total_memory: int = 80 * 2**30
+    free: int = 70 * 2**30
+    major: int = 9
+    minor: int = 0
+    multi_processor_count: int = 132
+
+
+@pytest.mark.fake_cuda
+def test_a_torch_without_gpu_uuids_still_names_the_device_and_refuses_a_uuid_spec(monkeypatch):
+    """On torch 2.4 the start line, the identity and free memory still work; a GPU-<uuid> spec is one line."""
+    FakeCuda(monkeypatch, [Torch24Gpu()])
+    info = gpu_info(0)
+    assert (info.uuid, info.pci_bus_id, info.free_memory) == ("-", "-", 70 * 2**30)
+    assert describe_device(torch.device("cuda", 0)).startswith("cuda:0 (NVIDIA H100 80GB HBM3, 80.0 GiB, 70.0 GiB")
+    assert device_identity(torch.device("cuda", 0))["uuid"] == "-"
+    with pytest.raises(DeviceError, match="is not the UUID of a visible GPU"):
+        resolve_device("GPU-00000000")
 
 
 @pytest.mark.fake_cuda

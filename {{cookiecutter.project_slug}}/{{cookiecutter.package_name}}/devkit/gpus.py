@@ -26,8 +26,13 @@ class GpuInfo:
     visible_as: str | None  # this index's entry in CUDA_VISIBLE_DEVICES; None when that is unset
 
 def uuid_of(index: int) -> str:
-    """The GPU's UUID in nvidia-smi's form; torch prints it without the 'GPU-' prefix."""
-    return f"GPU-{torch.cuda.get_device_properties(index).uuid}"
+    """The GPU's UUID in nvidia-smi's form ('-' where torch does not report it: torch 2.4)."""
+    return _uuid(torch.cuda.get_device_properties(index))
+
+def _uuid(props: Any) -> str:
+    """nvidia-smi's 'GPU-...' from the device properties; torch prints it without the 'GPU-' prefix."""
+    uuid = getattr(props, "uuid", None)  # torch 2.4's properties have none: the start must not crash there
+    return "-" if uuid is None else f"GPU-{uuid}"
 
 def _pci_bus_id(props: Any) -> str:
     """nvidia-smi's 'domain:bus:device.function' from the device properties ('-' on older torch)."""
@@ -61,7 +66,8 @@ def _nvml_memory(uuid: str) -> tuple[int, int] | None:
 
 def free_memory(index: int) -> int:
     """Free bytes on cuda:index: NVML when present, else torch.cuda.mem_get_info (opens a context)."""
-    from_nvml = _nvml_memory(uuid_of(index))
+    uuid = uuid_of(index)
+    from_nvml = _nvml_memory(uuid) if uuid != "-" else None
     return from_nvml[0] if from_nvml else torch.cuda.mem_get_info(index)[0]
 
 def gpu_info(index: int) -> GpuInfo:
@@ -69,7 +75,7 @@ def gpu_info(index: int) -> GpuInfo:
     props = torch.cuda.get_device_properties(index)
     visible = [entry.strip() for entry in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
     return GpuInfo(torch.device("cuda", index), props.name, props.total_memory, free_memory(index),
-                   f"GPU-{props.uuid}", _pci_bus_id(props),
+                   _uuid(props), _pci_bus_id(props),
                    visible[index] if "CUDA_VISIBLE_DEVICES" in os.environ and index < len(visible) else None)
 
 def device_identity(device: torch.device) -> dict[str, Any] | None:
