@@ -17,6 +17,7 @@ import evaluate
 import export
 import predict
 import train
+from {{ cookiecutter.package_name }} import model_folder
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.model import build_model
@@ -81,6 +82,15 @@ def test_the_card_renders_the_runs_own_figures(trained, tmp_path):
     assert f"- val_acc: {row['val_acc']:.4f}" in card
     command = " ".join(json.loads((trained / "config.json").read_text())["environment"]["command"])
     assert f"- command: `{command}`" in card and "not recorded" not in card
+
+
+@pytest.mark.parametrize("backbone", ["googlenet", "inception_v3"])
+def test_the_recipe_rebuilds_googlenet_and_inception_without_their_auxiliary_heads(backbone):
+    """config.json's recipe for the two backbones with auxiliary ImageNet classifiers: the builder's arguments,
+    in this order, aux_logits=False among them (the project trains without those heads; their keys are in no
+    checkpoint)."""
+    recipe = model_folder.torchvision_recipe(backbone, 64)
+    assert json.dumps(recipe["kwargs"]) == '{"transform_input": true, "init_weights": false, "aux_logits": false}'
 
 
 def exported_folder(backbone: str, tmp_path: Path) -> tuple[torch.nn.Module, Path]:

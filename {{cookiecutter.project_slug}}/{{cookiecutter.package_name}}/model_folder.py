@@ -41,8 +41,6 @@ def torchvision_recipe(name: str, image_size: int) -> dict[str, Any] | None:
     None where torchvision's classifier is no last Linear layer (SqueezeNet's convolution is followed by a ReLU
     and pooling, so the project's head computes something else there)."""
     kwargs = builder_kwargs(resolve_backbone(name), image_size, pretrained=True)
-    if name in ("googlenet", "inception_v3"):
-        kwargs["aux_logits"] = False  # the project trains without the auxiliary heads
     with building_on(torch.device("meta")):
         built = models.get_model(name, weights=None, **kwargs)
     classifier, layer = find_classifier(built)
