@@ -121,6 +121,8 @@ def export_folder(args: argparse.Namespace, state: dict, reference: model_files.
     metadata = reference.metadata
     try:
         folder = model_folder.write(state, dataclasses.asdict(metadata), run_record, args.out)
+    except atomic.DiskFullError:
+        raise  # not the user's bad input: exit 1, as for a file (cli.run_cli)
     except OSError as error:
         raise ConfigError(f"cannot write --out {args.out}: {error.strerror or error}") from None
     back = run_state.read(folder, trusted=config.trusted_imports(*args.allow_import))

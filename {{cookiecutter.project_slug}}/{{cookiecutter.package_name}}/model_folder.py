@@ -13,6 +13,7 @@ checkpoint layout run_state checks); its backbone, if an import path, is importe
 
 from __future__ import annotations
 
+import errno
 import json
 import tempfile
 from pathlib import Path
@@ -22,12 +23,13 @@ import torch
 from torchvision import models
 
 from .backbones import builder_kwargs, find_classifier, is_import_path, resolve_backbone
-from .devkit.atomic import atomic_write
+from .devkit.atomic import DiskFullError, atomic_write
 from .devkit.placement import building_on
 from .model_files import ExportError, require
 
 WEIGHTS, SETTINGS, CARD = "model.safetensors", "config.json", "README.md"
 FORMAT = "image-classifier safetensors folder, version 1"  # config.json's "format": what reads it back
+NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}  # a full disk, or a full quota
 
 
 def is_model_folder(path: str | Path) -> bool:
@@ -51,7 +53,7 @@ def torchvision_recipe(name: str, image_size: int) -> dict[str, Any] | None:
 
 def write(state: dict[str, Any], metadata: dict[str, Any], run_record: dict | None, out: str | Path) -> Path:
     """The folder `out` (new, or empty): the weights, config.json (with torchvision's recipe for a torchvision
-    backbone) and card, written whole or not at all."""
+    backbone) and card, written whole or not at all; a full disk is a DiskFullError naming `out`."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"--out {out} already exists and is not an empty folder; name a new folder")
@@ -59,16 +61,24 @@ def write(state: dict[str, Any], metadata: dict[str, Any], run_record: dict | No
     recipe = None if is_import_path(backbone) else torchvision_recipe(backbone, metadata["image_size"])
     values = {"format": FORMAT, **metadata, "torchvision": recipe,
               "class_counts": state.get("class_counts"), "epoch": int(state.get("epoch", 0))}
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None,
-                                     ignore_cleanup_errors=True) as scratch:
-        scratch = Path(scratch)
-        require("safetensors.torch", "--format safetensors").save_file(
-            {key: tensor.contiguous() for key, tensor in state["model"].items()}, str(scratch / WEIGHTS))
-        atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
-        atomic_write(scratch / CARD, card(values, state, run_record))
-        if out.exists():
-            out.rmdir()
-        scratch.rename(out)  # the folder appears whole: a kill before this leaves only the hidden scratch folder
+    weights = require("safetensors.torch", "--format safetensors").save(
+        {key: tensor.contiguous() for key, tensor in state["model"].items()})
+    try:
+        with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None,
+                                         ignore_cleanup_errors=True) as scratch:
+            scratch = Path(scratch)
+            # through atomic_write, as every file is: fsynced, and a full disk an OSError (safetensors' own
+            # save_file would report it as its SafetensorError)
+            atomic_write(scratch / WEIGHTS, weights)
+            atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
+            atomic_write(scratch / CARD, card(values, state, run_record))
+            if out.exists():
+                out.rmdir()
+            scratch.rename(out)  # the folder appears whole: a kill before this leaves only the hidden scratch folder
+    except OSError as error:
+        if error.errno in NO_SPACE:  # a file, the scratch folder or its name: the user knows the folder, not those
+            raise DiskFullError(f"no space left on device: cannot write {out}") from None
+        raise
     return out
 
 
