@@ -51,7 +51,25 @@ def torchvision_recipe(name: str, image_size: int) -> dict[str, Any] | None:
     return {"kwargs": kwargs, "keys": {f"head.{part}": f"{classifier}.{part}" for part in ("weight", "bias")}}
 
 
-def write(state: dict[str, Any], metadata: dict[str, Any], run_record: dict | None, out: str | Path) -> Path:
+def run_environment(checkpoint: str | Path) -> dict[str, Any]:
+    """The command and versions in the run's config.json beside `checkpoint` (the card's "Made with"): {} where there
+    is none (a checkpoint copied out of its run), ExportError where that file is no run's config.json."""
+    checkpoint = Path(checkpoint)
+    record = (checkpoint if checkpoint.is_dir() else checkpoint.parent) / "config.json"
+    try:
+        values = json.loads(record.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, RecursionError) as error:
+        raise ExportError(f"{record} is not readable as JSON ({type(error).__name__})") from None
+    environment = values.get("environment", {}) if isinstance(values, dict) else None
+    command = environment.get("command", []) if isinstance(environment, dict) else None
+    if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
+        raise ExportError(f"{record} is not the config.json train.py writes (an object with the run's environment)")
+    return environment
+
+
+def write(state: dict[str, Any], metadata: dict[str, Any], environment: dict[str, Any], out: str | Path) -> Path:
     """The folder `out` (new, or empty): the weights, config.json (with torchvision's recipe for a torchvision
     backbone) and card, written whole or not at all; a full disk is a DiskFullError naming `out`."""
     out = Path(out)
@@ -71,7 +89,7 @@ def write(state: dict[str, Any], metadata: dict[str, Any], run_record: dict | No
             # save_file would report it as its SafetensorError)
             atomic_write(scratch / WEIGHTS, weights)
             atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
-            atomic_write(scratch / CARD, card(values, state, run_record))
+            atomic_write(scratch / CARD, card(values, state, environment))
             if out.exists():
                 out.rmdir()
             scratch.rename(out)  # the folder appears whole: a kill before this leaves only the hidden scratch folder
@@ -102,7 +120,7 @@ def read(folder: str | Path) -> dict[str, Any]:
             "preprocessing": {**preprocessing, "reason": "the model folder's", "augment": "none"}}
 
 
-def card(values: dict[str, Any], state: dict[str, Any], run_record: dict | None) -> str:
+def card(values: dict[str, Any], state: dict[str, Any], environment: dict[str, Any]) -> str:
     """The README.md model card, every figure taken from the run."""
     names, rows = values["class_names"], state.get("metrics") or []
     row = next((r for r in reversed(rows) if r.get("epoch") == values["epoch"]), rows[-1] if rows else {})
@@ -114,7 +132,6 @@ def card(values: dict[str, Any], state: dict[str, Any], run_record: dict | None)
     lines += ["", f"## Validation (epoch {values['epoch']})", ""]
     lines += [f"- {key}: {row[key]:.4f}" for key in ("val_acc", "val_loss", "val_macro_f1") if key in row] or [
         "- not recorded"]
-    environment = (run_record or {}).get("environment", {})
     lines += ["", "## Made with", "", f"- command: `{' '.join(environment.get('command', ['not recorded']))}`"]
     lines += [f"- {key} {environment[key]}" for key in ("python", "torch", "torchvision") if key in environment]
     lines += ["", "## Preprocessing", "",
