@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ import torch
 
 from {{ cookiecutter.package_name }} import cli, config, model_files, model_folder
 from {{ cookiecutter.package_name }}.devkit import atomic
-from {{ cookiecutter.package_name }}.errors import ConfigError
+from {{ cookiecutter.package_name }}.errors import ConfigError, one_line
 from {{ cookiecutter.package_name }}.training import run_state
 
 
@@ -112,15 +111,17 @@ def run(args: argparse.Namespace) -> int:
 def export_folder(args: argparse.Namespace, state: dict, reference: model_files.TorchPredictor,
                   images: torch.Tensor) -> int:
     """The model folder: weights, settings and card; read back and checked against the checkpoint's model."""
-    checkpoint = Path(args.checkpoint)
-    record = (checkpoint if checkpoint.is_dir() else checkpoint.parent) / "config.json"  # the command and versions
     try:
-        run_record = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # none (a checkpoint copied out of its run), or unreadable: "not recorded"
-        run_record = None
+        environment = model_folder.run_environment(args.checkpoint)
+    except model_files.ExportError as error:  # only the card's command and versions come from it: not worth a refusal
+        print(f"note: {one_line(error)}; the model card says 'not recorded' for the command and versions",
+              file=sys.stderr)
+        environment = {}
     metadata = reference.metadata
     try:
-        folder = model_folder.write(state, dataclasses.asdict(metadata), run_record, args.out)
+        folder = model_folder.write(state, dataclasses.asdict(metadata), environment, args.out)
+    except atomic.DiskFullError:
+        raise  # not the user's bad input: exit 1, as for a file (cli.run_cli)
     except OSError as error:
         raise ConfigError(f"cannot write --out {args.out}: {error.strerror or error}") from None
     back = run_state.read(folder, trusted=config.trusted_imports(*args.allow_import))

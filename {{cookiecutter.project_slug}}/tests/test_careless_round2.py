@@ -6,6 +6,7 @@ skip (the read-only test falls back to chmod, which binds everyone but root).
 """
 
 import contextlib
+import errno
 import io
 import json
 import os
@@ -241,6 +242,33 @@ def test_a_huge_mistakes_count_is_exit_2(trained, tiny_data, tmp_path, capsys):
     assert evaluate.main([str(trained / "last.pt"), "--data", str(tiny_data), "--device", "cpu",
                           "--mistakes-count", "1000000000", "--out", str(tmp_path / "c.png")]) == 2
     assert "--mistakes-count" in one_error_line(capsys) and not (tmp_path / "c.png").exists()
+
+
+def no_space(fd: int) -> None:
+    """os.fsync on a disk that filled up (a full quota on a shared machine, without root's tmpfs)."""
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("disk", ["a full tmpfs", "ENOSPC from fsync"])
+@pytest.mark.parametrize("fmt", ["pt2", "safetensors"])
+def test_export_onto_a_full_disk_is_exit_1_whatever_the_format(fmt, disk, trained, tmp_path, monkeypatch, capsys):
+    """A full disk is no bad input: a file (.pt2) and a model folder alike stop with exit 1 and
+    'no space left on device: cannot write OUT', leaving nothing behind (the folder was exit 2 as 'cannot write')."""
+    if fmt == "safetensors":
+        pytest.importorskip("safetensors", reason="needs the export extra: pip install -e '.[export]'")
+    with contextlib.ExitStack() as stack:
+        if disk == "a full tmpfs":
+            if not IS_ROOT:
+                pytest.skip("needs root to mount a small tmpfs (a real full disk)")
+            place = stack.enter_context(tmpfs(tmp_path / "disk", 256 * 1024))  # less than the weights
+        else:
+            place = tmp_path / "disk"
+            place.mkdir()
+            monkeypatch.setattr(os, "fsync", no_space)  # every file is fsynced before it is renamed into place
+        out = place / ("model.pt2" if fmt == "pt2" else "my-classifier")
+        assert export.main([str(trained / "last.pt"), "--format", fmt, "--out", str(out)]) == 1
+        assert one_error_line(capsys) == f"error: no space left on device: cannot write {out}"
+        assert list(place.iterdir()) == []
 
 
 @pytest.mark.parametrize("where", ["under a file", "a folder", "/proc"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import evaluate
 import export
 import predict
 import train
+from {{ cookiecutter.package_name }} import model_folder
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.model import build_model
@@ -81,6 +83,36 @@ def test_the_card_renders_the_runs_own_figures(trained, tmp_path):
     assert f"- val_acc: {row['val_acc']:.4f}" in card
     command = " ".join(json.loads((trained / "config.json").read_text())["environment"]["command"])
     assert f"- command: `{command}`" in card and "not recorded" not in card
+
+
+@pytest.mark.parametrize("record", [None, "[1]", '"x"', '{"environment": [1]}', "{not json"],
+                         ids=["none", "a list", "a string", "environment a list", "not json"])
+def test_a_config_json_that_is_no_run_record_leaves_the_cards_command_unrecorded(record, trained, tmp_path, capsys):
+    """config.json beside the checkpoint only gives the card its command and versions: where it is not a run's
+    record (valid JSON but no object, a damaged file) the whole folder is still written, with one note saying why
+    the card says 'not recorded'; a checkpoint copied out of its run (no config.json) needs no note."""
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    shutil.copy(trained / "best.pt", copied / "best.pt")
+    if record is not None:
+        (copied / "config.json").write_text(record)
+    folder = tmp_path / "folder"
+    assert export.main([str(copied / "best.pt"), "--format", "safetensors", "--out", str(folder)]) == 0
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert "Traceback" not in err and len(notes) == (record is not None), err
+    assert all(str(copied / "config.json") in note and "not recorded" in note for note in notes)
+    assert sorted(path.name for path in folder.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    assert "- command: `not recorded`" in (folder / "README.md").read_text()
+
+
+@pytest.mark.parametrize("backbone", ["googlenet", "inception_v3"])
+def test_the_recipe_rebuilds_googlenet_and_inception_without_their_auxiliary_heads(backbone):
+    """config.json's recipe for the two backbones with auxiliary ImageNet classifiers: the builder's arguments,
+    in this order, aux_logits=False among them (the project trains without those heads; their keys are in no
+    checkpoint)."""
+    recipe = model_folder.torchvision_recipe(backbone, 64)
+    assert json.dumps(recipe["kwargs"]) == '{"transform_input": true, "init_weights": false, "aux_logits": false}'
 
 
 def exported_folder(backbone: str, tmp_path: Path) -> tuple[torch.nn.Module, Path]:

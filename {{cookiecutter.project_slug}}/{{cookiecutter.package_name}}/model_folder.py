@@ -13,6 +13,7 @@ checkpoint layout run_state checks); its backbone, if an import path, is importe
 
 from __future__ import annotations
 
+import errno
 import json
 import tempfile
 from pathlib import Path
@@ -22,12 +23,13 @@ import torch
 from torchvision import models
 
 from .backbones import builder_kwargs, find_classifier, is_import_path, resolve_backbone
-from .devkit.atomic import atomic_write
+from .devkit.atomic import DiskFullError, atomic_write
 from .devkit.placement import building_on
 from .model_files import ExportError, require
 
 WEIGHTS, SETTINGS, CARD = "model.safetensors", "config.json", "README.md"
 FORMAT = "image-classifier safetensors folder, version 1"  # config.json's "format": what reads it back
+NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}  # a full disk, or a full quota
 
 
 def is_model_folder(path: str | Path) -> bool:
@@ -41,8 +43,6 @@ def torchvision_recipe(name: str, image_size: int) -> dict[str, Any] | None:
     None where torchvision's classifier is no last Linear layer (SqueezeNet's convolution is followed by a ReLU
     and pooling, so the project's head computes something else there)."""
     kwargs = builder_kwargs(resolve_backbone(name), image_size, pretrained=True)
-    if name in ("googlenet", "inception_v3"):
-        kwargs["aux_logits"] = False  # the project trains without the auxiliary heads
     with building_on(torch.device("meta")):
         built = models.get_model(name, weights=None, **kwargs)
     classifier, layer = find_classifier(built)
@@ -51,9 +51,27 @@ def torchvision_recipe(name: str, image_size: int) -> dict[str, Any] | None:
     return {"kwargs": kwargs, "keys": {f"head.{part}": f"{classifier}.{part}" for part in ("weight", "bias")}}
 
 
-def write(state: dict[str, Any], metadata: dict[str, Any], run_record: dict | None, out: str | Path) -> Path:
+def run_environment(checkpoint: str | Path) -> dict[str, Any]:
+    """The command and versions in the run's config.json beside `checkpoint` (the card's "Made with"): {} where there
+    is none (a checkpoint copied out of its run), ExportError where that file is no run's config.json."""
+    checkpoint = Path(checkpoint)
+    record = (checkpoint if checkpoint.is_dir() else checkpoint.parent) / "config.json"
+    try:
+        values = json.loads(record.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, RecursionError) as error:
+        raise ExportError(f"{record} is not readable as JSON ({type(error).__name__})") from None
+    environment = values.get("environment", {}) if isinstance(values, dict) else None
+    command = environment.get("command", []) if isinstance(environment, dict) else None
+    if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
+        raise ExportError(f"{record} is not the config.json train.py writes (an object with the run's environment)")
+    return environment
+
+
+def write(state: dict[str, Any], metadata: dict[str, Any], environment: dict[str, Any], out: str | Path) -> Path:
     """The folder `out` (new, or empty): the weights, config.json (with torchvision's recipe for a torchvision
-    backbone) and card, written whole or not at all."""
+    backbone) and card, written whole or not at all; a full disk is a DiskFullError naming `out`."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"--out {out} already exists and is not an empty folder; name a new folder")
@@ -61,16 +79,24 @@ def write(state: dict[str, Any], metadata: dict[str, Any], run_record: dict | No
     recipe = None if is_import_path(backbone) else torchvision_recipe(backbone, metadata["image_size"])
     values = {"format": FORMAT, **metadata, "torchvision": recipe,
               "class_counts": state.get("class_counts"), "epoch": int(state.get("epoch", 0))}
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None,
-                                     ignore_cleanup_errors=True) as scratch:
-        scratch = Path(scratch)
-        require("safetensors.torch", "--format safetensors").save_file(
-            {key: tensor.contiguous() for key, tensor in state["model"].items()}, str(scratch / WEIGHTS))
-        atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
-        atomic_write(scratch / CARD, card(values, state, run_record))
-        if out.exists():
-            out.rmdir()
-        scratch.rename(out)  # the folder appears whole: a kill before this leaves only the hidden scratch folder
+    weights = require("safetensors.torch", "--format safetensors").save(
+        {key: tensor.contiguous() for key, tensor in state["model"].items()})
+    try:
+        with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None,
+                                         ignore_cleanup_errors=True) as scratch:
+            scratch = Path(scratch)
+            # through atomic_write, as every file is: fsynced, and a full disk an OSError (safetensors' own
+            # save_file would report it as its SafetensorError)
+            atomic_write(scratch / WEIGHTS, weights)
+            atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
+            atomic_write(scratch / CARD, card(values, state, environment))
+            if out.exists():
+                out.rmdir()
+            scratch.rename(out)  # the folder appears whole: a kill before this leaves only the hidden scratch folder
+    except OSError as error:
+        if error.errno in NO_SPACE:  # a file, the scratch folder or its name: the user knows the folder, not those
+            raise DiskFullError(f"no space left on device: cannot write {out}") from None
+        raise
     return out
 
 
@@ -94,7 +120,7 @@ def read(folder: str | Path) -> dict[str, Any]:
             "preprocessing": {**preprocessing, "reason": "the model folder's", "augment": "none"}}
 
 
-def card(values: dict[str, Any], state: dict[str, Any], run_record: dict | None) -> str:
+def card(values: dict[str, Any], state: dict[str, Any], environment: dict[str, Any]) -> str:
     """The README.md model card, every figure taken from the run."""
     names, rows = values["class_names"], state.get("metrics") or []
     row = next((r for r in reversed(rows) if r.get("epoch") == values["epoch"]), rows[-1] if rows else {})
@@ -106,7 +132,6 @@ def card(values: dict[str, Any], state: dict[str, Any], run_record: dict | None)
     lines += ["", f"## Validation (epoch {values['epoch']})", ""]
     lines += [f"- {key}: {row[key]:.4f}" for key in ("val_acc", "val_loss", "val_macro_f1") if key in row] or [
         "- not recorded"]
-    environment = (run_record or {}).get("environment", {})
     lines += ["", "## Made with", "", f"- command: `{' '.join(environment.get('command', ['not recorded']))}`"]
     lines += [f"- {key} {environment[key]}" for key in ("python", "torch", "torchvision") if key in environment]
     lines += ["", "## Preprocessing", "",
