@@ -85,6 +85,7 @@ def train_in(run: Run, out: Path, start: startup.Start) -> int:
 
 def main(argv: list[str] | None = None, plugins: list[Plugin] | None = None) -> int:
     """Parse and settle the flags, then train; returns the exit code. `plugins`: your own, beside the project's."""
+    # Read before the flags are parsed (loading the plugins may fail); exact, as the parser takes no abbreviations
     verbose = "--verbose" in (sys.argv[1:] if argv is None else argv)
     return cli.run_cli(lambda: train(argv, [*load_plugins(), *(plugins or [])]), verbose=verbose)
 

@@ -39,6 +39,7 @@ MISTYPED = {  # a command line with one mistake each, and the word the error mus
     "train.py --epochs abc": (train.main, ["--epochs", "abc"], "--epochs"),
     "train.py --no-such-flag": (train.main, ["--no-such-flag"], "--no-such-flag"),
     "evaluate.py (no checkpoint)": (evaluate.main, [], "checkpoint"),
+    "evaluate.py --verb (abbreviated)": (evaluate.main, ["last.pt", "--verb"], "--verb"),
     "predict.py --topk many": (predict.main, ["last.pt", "cat.png", "--topk", "many"], "--topk"),
     "export.py --format zip": (export.main, ["last.pt", "--format", "zip", "--out", "model"], "--format"),
     "devkit cuda:0 cuda:1": (device_table.main, ["cuda:0", "cuda:1"], "cuda:1"),

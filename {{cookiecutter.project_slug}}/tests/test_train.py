@@ -125,6 +125,31 @@ def test_verbose_and_device_guard_flags_train_and_report(tiny_data, tmp_path, ca
     assert param_rows and param_rows[0][1:3] == ["cpu", "float32"]
 
 
+def test_an_abbreviated_flag_is_refused_not_read_as_the_flag_it_begins(tiny_data, tmp_path, capsys):
+    """--verb is no --verbose: exit 2 naming it, nothing written. argparse would take it as --verbose for the run,
+    while main(), which looks for --verbose before parsing, would keep a failure's traceback back."""
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as stopped:
+        train.main(["--data", str(tiny_data), "--device", "cpu", "--epochs", "1", "--batch-size", "12",
+                    "--image-size", "32", "--out", str(out), "--precision", "fp32", "--parallel", "none", "--verb"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2 and len(err) == 1 and "--verb" in err[0], err
+    assert not out.exists()
+
+
+def test_verbose_prints_the_traceback_of_an_unexpected_failure(monkeypatch, capsys):
+    """A bug's one line tells the user to rerun with --verbose; with it, the traceback comes before that line."""
+    def fails(*args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(train.startup, "settle", fails)  # the failure: anything settling and training may raise
+    assert train.main(["--device", "cpu"]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+    assert train.main(["--device", "cpu", "--verbose"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: a bug" in err.splitlines()[-1], err
+
+
 def test_run_files_get_the_permissions_a_plain_open_would_give(trained_run, tmp_path):
     """Every file a run writes (checkpoints, metrics, config, plot) follows the umask, so teammates can read it."""
     probe = tmp_path / "probe"

@@ -350,6 +350,23 @@ def test_guard_lets_cpu_scalars_through_as_pytorch_does():
     assert out.device == META
 
 
+@pytest.mark.parametrize("moved", ["bias", "buffer"])
+def test_guard_checks_every_tensor_of_a_module_not_only_its_first(moved):
+    """A Linear whose weight (its first tensor) is where the input is, but whose bias or a buffer of its own is on
+    another device, is reported by name before its forward runs."""
+    net = Net()
+    stem = net.stem  # a Linear: weight, then bias, then the buffer added here
+    stem.register_buffer("scale", torch.ones(4))
+    if moved == "bias":
+        stem.bias = nn.Parameter(stem.bias.detach().to(META))
+    else:
+        stem.scale = stem.scale.to(META)
+    with DeviceGuard(net), pytest.raises(DeviceError) as info:
+        net(torch.ones(2, 3))
+    message = str(info.value)
+    assert "stem (Linear)" in message and "meta" in message and ("bias" if moved == "bias" else "scale") in message
+
+
 def test_guard_is_silent_once_removed():
     net = Net()
     net.blocks[1].to(META)

@@ -1,4 +1,5 @@
-"""Stopping: on SIGINT/SIGTERM after a completed step, and on a non-finite loss with the last good checkpoint kept."""
+"""Stopping: on SIGINT/SIGTERM after a completed step, on a non-finite loss with the last good checkpoint kept, and
+early (--patience) once validation has stopped improving."""
 
 import os
 import signal
@@ -14,8 +15,9 @@ from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.devkit.checkpoint import load_checkpoint, save_checkpoint
 from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.outputs import read_metrics
 from {{ cookiecutter.package_name }}.processes import Processes
-from {{ cookiecutter.package_name }}.training import epochs, run_state
+from {{ cookiecutter.package_name }}.training import epochs, recipe, run_state
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import NonFiniteLossError, RunningTotals, train_one_epoch
 from {{ cookiecutter.package_name }}.training.stopping import SaveClock, StopRequest, TrainingInterrupted
@@ -109,3 +111,55 @@ def test_a_non_finite_loss_exits_1_with_one_line_and_keeps_last_pt(tiny_data, tm
     assert code == 1
     assert len(err) == 1 and "non-finite loss at epoch 2 step 1" in err[0]
     assert (out / "last.pt").read_bytes() == before
+
+
+def test_epochs_without_improvement_counts_from_the_first_best_epoch():
+    """A tie is no improvement; a plugin's validated weights (an `<name>_val_acc` column) count as the epoch's score."""
+    def rows(*scores, **others):
+        return [{"val_acc": score, **{key: values[i] for key, values in others.items()}}
+                for i, score in enumerate(scores)]
+
+    assert recipe.epochs_without_improvement([]) == 0
+    assert recipe.epochs_without_improvement(rows(0.5)) == 0
+    assert recipe.epochs_without_improvement(rows(0.5, 0.5, 0.4)) == 2
+    assert recipe.epochs_without_improvement(rows(0.5, 0.4, 0.6, 0.6)) == 1
+    assert recipe.epochs_without_improvement(rows(0.5, 0.4, 0.4, ema_val_acc=[0.3, 0.3, 0.7])) == 0
+
+
+def _val_acc_of_epoch(monkeypatch, scores: dict[int, float]) -> None:
+    """Train and validate for real, then report `scores[epoch]` as the epoch's val_acc: what the run does next
+    is decided by these numbers, not by what a few tiny images happen to score."""
+    real = epochs.run_epoch
+
+    def run_epoch(run, epoch, out):
+        return {**real(run, epoch, out), "val_acc": scores[epoch]}
+
+    monkeypatch.setattr(epochs, "run_epoch", run_epoch)
+
+
+def _epochs_in(out) -> list[int]:
+    return [int(row["epoch"]) for row in read_metrics(out / "metrics.csv")]
+
+
+def test_patience_stops_a_run_after_that_many_epochs_without_improvement(tiny_data, tmp_path, monkeypatch, capsys):
+    """--patience 2 of --epochs 6: val_acc best at epoch 1 (a tie at 2 does not count as better), so the run ends
+    after epoch 3, with exit 0, a line saying why, last.pt at epoch 3 and best.pt at epoch 1."""
+    _val_acc_of_epoch(monkeypatch, {1: 0.5, 2: 0.5, 3: 0.4, 4: 0.9, 5: 0.9, 6: 0.9})
+    out = tmp_path / "run"
+    code = train.main(["--data", str(tiny_data), "--epochs", "6", "--patience", "2", "--out", str(out), *ARGS])
+    printed = capsys.readouterr().out
+    assert code == 0 and _epochs_in(out) == [1, 2, 3]
+    assert "early stop: val_acc has not improved for 2 epochs (best 0.500)" in printed
+    assert load_checkpoint(out / "last.pt")["epoch"] == 3 and load_checkpoint(out / "best.pt")["epoch"] == 1
+
+
+def test_patience_counts_the_epochs_before_a_resume(tiny_data, tmp_path, monkeypatch, capsys):
+    """A run that ended one epoch past its best, resumed for more epochs with --patience 2, stops after one more
+    epoch without improvement: the count comes from the run's own metrics, not from the resume."""
+    _val_acc_of_epoch(monkeypatch, {1: 0.5, 2: 0.4, 3: 0.4, 4: 0.4, 5: 0.4, 6: 0.4})
+    out = tmp_path / "run"
+    assert train.main(["--data", str(tiny_data), "--epochs", "2", "--patience", "2", "--out", str(out), *ARGS]) == 0
+    assert "early stop" not in capsys.readouterr().out and _epochs_in(out) == [1, 2]
+    assert train.main(["--data", str(tiny_data), "--epochs", "6", "--resume", str(out), *ARGS]) == 0
+    assert "early stop: val_acc has not improved for 2 epochs" in capsys.readouterr().out
+    assert _epochs_in(out) == [1, 2, 3]

@@ -15,7 +15,9 @@ adopts the kit needs only:
         sys.exit(run_main(main))               # "error: ...", exit 2; anything else keeps its traceback
 
 A mistyped flag is bad input too: `ArgumentParser` is argparse's, but its error is that one line and exit 2,
-without the usage block (which can fill a screen and push the error itself out of a log's last lines).
+without the usage block (which can fill a screen and push the error itself out of a log's last lines). It takes
+flags as spelled in full only: argparse would read `--verb` as `--verbose` (the next flag added may make it ambiguous,
+and a script's own look at sys.argv would miss it).
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ def run_main(main: Callable[[], int | None]) -> int:
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser whose bad flag or value is one line on stderr and EXIT_BAD_INPUT (--help has the usage)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        """argparse's arguments; abbreviated flags (allow_abbrev) are refused unless asked for."""
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"error: {message} (see {self.prog} --help)\n")
