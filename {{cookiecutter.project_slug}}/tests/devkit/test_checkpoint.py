@@ -7,12 +7,14 @@ import os
 import pickle
 import stat
 import struct
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import DEVICES, cpu_data_parallel
+from conftest import DEVICES, HANG_S, cpu_data_parallel
 from torch import nn
 
 from {{ cookiecutter.package_name }}.devkit.atomic import atomic_write, remove_partial_writes
@@ -414,3 +416,25 @@ def test_any_other_refusal_is_one_plain_line_with_torch_s_reason(tmp_path):
         load_checkpoint(tmp_path / "odd.pt")
     assert str(info.value) == (f"{tmp_path / 'odd.pt'} is not a safe checkpoint: "
                                "weights_only loading refuses it (Unsupported operand 255)")
+
+
+def test_the_portable_checkpoint_pattern_copies_with_atomic_py_alone(tmp_path):
+    """checkpoint.py and atomic.py copied into another project, nothing else of the kit, save and load a model."""
+    kit = tmp_path / "their_project"
+    kit.mkdir()
+    (kit / "__init__.py").write_text("")
+    devkit = Path(save_checkpoint.__code__.co_filename).parent
+    for name in ("checkpoint.py", "atomic.py"):
+        (kit / name).write_text((devkit / name).read_text())
+    script = (
+        "import torch\n"
+        "from their_project.checkpoint import load_checkpoint, load_model_state, model_state, save_checkpoint\n"
+        "model = torch.nn.DataParallel(torch.nn.Linear(3, 2))\n"
+        "save_checkpoint('ckpt.pt', {'model': model_state(model), 'epoch': 1})\n"
+        "fresh = torch.nn.Linear(3, 2)\n"
+        "load_model_state(fresh, load_checkpoint('ckpt.pt')['model'])\n"
+        "assert torch.equal(fresh.weight, model.module.weight)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=HANG_S, check=False)
+    assert done.returncode == 0, done.stderr

@@ -12,7 +12,8 @@ Every file is written atomically (atomic.py: a temp file in the same folder, fsy
 `os.replace`d), so a kill at any instant leaves the old file or the new one. Loading checks the zip's
 CRC-32s (torch.load does not: flipped bits would load as weights), unpickles with
 `weights_only=True` and no fallback, and turns every failure into a one-line CheckpointError.
-Besides torch and the standard library it needs atomic.py and placement.py (and backends.py) from the kit.
+This file imports only torch, the standard library and the kit's atomic.py, so the two can be copied
+into another project as they are.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import torch
 from torch import nn
 
 from .atomic import atomic_file
-from .placement import map_tensors
 
 _WRAPPER_PREFIXES = re.compile(r"^(?:module\.|_orig_mod\.)+")  # DataParallel/DDP, torch.compile, around the model
 _WRAPPER_HOP = re.compile(r"(?:^|(?<=\.))(?:module|_orig_mod)\.")  # 'features.module.0.weight': a wrapped submodule
@@ -49,12 +49,24 @@ class CheckpointError(ValueError):
 
 def to_cpu(obj: Any) -> Any:
     """A copy of `obj` with every tensor copied to the CPU; the live tensors are never moved."""
-    return map_tensors(obj, lambda tensor: tensor.detach().to("cpu", copy=True))
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {key: to_cpu(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_cpu(value) for value in obj)
+    return obj
 
 
 def on_cpu(obj: Any) -> Any:
     """`obj` with every tensor that is not on the CPU copied there; CPU tensors kept as they are (no copy)."""
-    return map_tensors(obj, lambda tensor: tensor if tensor.device.type == "cpu" else tensor.detach().to("cpu"))
+    if isinstance(obj, torch.Tensor):
+        return obj if obj.device.type == "cpu" else obj.detach().to("cpu")
+    if type(obj) in (dict, collections.OrderedDict):  # not a defaultdict or a dict subclass: the check refuses those
+        return type(obj)((key, on_cpu(value)) for key, value in obj.items())
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):  # not a named tuple: its fields are typed
+        return type(obj)(on_cpu(value) for value in obj)
+    return obj
 
 
 def strip_wrapper_prefixes(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import operator
 import os
 import re
+import warnings
 
 import torch
 
@@ -42,7 +43,9 @@ def _parse(spec: object) -> torch.device:
         return spec
     if isinstance(spec, str):
         try:  # torch's own parser: it refuses 'cuda:01', 'cuda 1' and '' (a kind it knows but we do not: below)
-            return torch.device(spec.strip().lower())
+            with warnings.catch_warnings():  # a kind torch deprecates ('mkldnn') is refused here, in one line
+                warnings.simplefilter("ignore")
+                return torch.device(spec.strip().lower())
         except RuntimeError:
             raise DeviceError(f"unknown device {show(spec)}") from None
     try:  # bool is an int to Python but never a device; numpy integers pass, floats do not
