@@ -37,7 +37,7 @@ CLIS = ("train.py", "evaluate.py", "predict.py", "export.py")
 MAX_MODULE, MAX_FUNCTION, MAX_PARAMETERS, MAX_TRAIN, MAX_DEFAULT_CODE = 300, 50, 8, 120, 3000
 # Lower layers never import higher ones. Paths inside the package; the longest matching prefix decides.
 LAYERS = {
-    "devkit": 0,
+    "devkit": 0, "deferred": 0,
     "errors": 1, "config": 1, "processes": 1, "hooks": 1,
     "data": 2, "backbones": 2,
     "model": 3, "loss": 3, "metrics": 3, "outputs": 3, "plots": 3, "model_files": 3,
@@ -81,6 +81,19 @@ def module_name(project: Path, path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def deferred_import(node: ast.AST, package: str) -> str | None:
+    """The module a `deferred("name")` or `deferred(".name", __package__)` call names (the package's deferred.py)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "deferred"
+            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return None
+    name = node.args[0].value
+    level = len(name) - len(name.lstrip("."))
+    if not level:
+        return name
+    anchor = package.split(".")[: len(package.split(".")) - level + 1]
+    return ".".join([*anchor, name[level:]] if name[level:] else anchor)
+
+
 def imported(module: Module, known: set[str]) -> set[str]:
     """The project modules `module` imports (absolute and relative imports, `from pkg import module` too)."""
     package = module.name if module.path.name == "__init__.py" else module.name.rpartition(".")[0]
@@ -95,6 +108,8 @@ def imported(module: Module, known: set[str]) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             submodules = [f"{base}.{alias.name}" for alias in node.names]
             names = submodules if all(name in known for name in submodules) else [base, *submodules]
+        elif deferred := deferred_import(node, package):  # deferred(".loop", __package__): an import, made later
+            names = [deferred]
         else:
             continue
         for name in names:

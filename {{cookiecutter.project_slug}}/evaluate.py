@@ -18,13 +18,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from {{ cookiecutter.package_name }} import cli, config, data, metrics, model_folder
+from {{ cookiecutter.package_name }} import cli, config, data
 from {{ cookiecutter.package_name }}.data.splits import check_matches
-from {{ cookiecutter.package_name }}.data.unreadable import ReportingLoader, SkipUnreadable
-from {{ cookiecutter.package_name }}.devkit import precision
+from {{ cookiecutter.package_name }}.deferred import deferred
 from {{ cookiecutter.package_name }}.errors import ConfigError
-from {{ cookiecutter.package_name }}.training import loop, run_state
-from {{ cookiecutter.package_name }}.training.hardware import Hardware
+
+# What the evaluation runs with: torch and the rest load when first used, once the flags passed (ARCHITECTURE.md)
+metrics = deferred("{{ cookiecutter.package_name }}.metrics")
+model_folder = deferred("{{ cookiecutter.package_name }}.model_folder")
+unreadable_data = deferred("{{ cookiecutter.package_name }}.data.unreadable")
+precision = deferred("{{ cookiecutter.package_name }}.devkit.precision")
+loop = deferred("{{ cookiecutter.package_name }}.training.loop")
+run_state = deferred("{{ cookiecutter.package_name }}.training.run_state")
+hardware = deferred("{{ cookiecutter.package_name }}.training.hardware")
 
 MAX_MISTAKES = 256  # a grid beyond this is unreadable, and every image is held on the device until the end
 
@@ -105,20 +111,29 @@ def read_checkpoint(args: argparse.Namespace) -> dict:
     return state
 
 
-def run(args: argparse.Namespace) -> int:
-    """Print accuracy, loss and the per-class table; write the confusion-matrix and mistakes PNGs."""
-    from {{ cookiecutter.package_name }}.plots import confusion_figure, mistakes_figure
-
+def check_flags(args: argparse.Namespace) -> argparse.Namespace:
+    """The flags, refused (one line, exit 2) with the standard library only: before torch loads."""
     if (args.batch_size is not None and args.batch_size < 1) or args.workers < 0 or args.mistakes_count < 0:
         raise ConfigError("--batch-size must be at least 1, --workers and --mistakes-count at least 0")
     if args.mistakes_count > MAX_MISTAKES:  # each is an image kept on the device and a panel of one figure
         raise ConfigError(f"--mistakes-count must be at most {MAX_MISTAKES}, got {args.mistakes_count}")
+    cli.check_checkpoint(args.checkpoint)
+    if args.data is not None:
+        cli.check_data(args.data)
+    cli.check_device(args.device)
+    return args
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print accuracy, loss and the per-class table; write the confusion-matrix and mistakes PNGs."""
+    from {{ cookiecutter.package_name }}.plots import confusion_figure, mistakes_figure
+
     device = config.configure_device(args.device)
     state = read_checkpoint(args)
     trained, class_names, prep = state["config"], list(state["class_names"]), run_state.preprocessing(state)
     # Measured as training measured it: the same loss, precision, memory format, uint8 batches normalised there
     precision_name, note = measured_precision(trained.get("precision", "fp32"), device)
-    hw = Hardware.create(device, precision_name, trained.get("channels_last"), mean=prep.mean, std=prep.std)
+    hw = hardware.Hardware.create(device, precision_name, trained.get("channels_last"), mean=prep.mean, std=prep.std)
     model = run_state.model_from_state(state, device, args.checkpoint).to(memory_format=hw.memory_format)
     dataset = split_to_measure(args, state, prep)
     for line in [*dataset.notes, note]:  # after the checks: a refusal stays one line
@@ -128,9 +143,9 @@ def run(args: argparse.Namespace) -> int:
     # readable image), so the numbers still equal metrics.csv's; each is named once and counted.
     unreadable: set[str] = set()
     batch_size = args.batch_size or trained.get("batch_size", 64)
-    loader = ReportingLoader(data.build_loader(SkipUnreadable(dataset), batch_size, device, train=False,
-                                               workers=args.workers),
-                             lambda path, reason: report_unreadable(unreadable, path, reason))
+    loader = unreadable_data.ReportingLoader(data.build_loader(unreadable_data.SkipUnreadable(dataset), batch_size,
+                                                               device, train=False, workers=args.workers),
+                                             lambda path, reason: report_unreadable(unreadable, path, reason))
     matrix, mistakes = metrics.new_confusion(len(class_names), device), metrics.ConfidentMistakes(args.mistakes_count)
     stats = loop.evaluate(model, run_state.loss_from_state(state, device), loader, hw, progress=False,
                           confusion=matrix, on_batch=mistakes)
@@ -165,9 +180,9 @@ def save_png(figure, path: Path | str, what: str, flag: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse flags and evaluate; returns the exit code."""
+    """Parse and check the flags (no torch yet), then evaluate; returns the exit code."""
     args = get_args_parser().parse_args(argv)
-    return cli.run_cli(lambda: run(args), verbose=args.verbose)
+    return cli.run_cli(lambda: run(check_flags(args)), verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -22,19 +22,24 @@ import math
 import sys
 from pathlib import Path
 
-import torch
-
-from {{ cookiecutter.package_name }} import cli, config, model_files, model_folder
+from {{ cookiecutter.package_name }} import cli, config
+from {{ cookiecutter.package_name }}.deferred import deferred
 from {{ cookiecutter.package_name }}.devkit import atomic
 from {{ cookiecutter.package_name }}.errors import ConfigError, one_line
-from {{ cookiecutter.package_name }}.training import run_state
+
+# What the export runs with: torch and the rest load when first used, once the flags passed (ARCHITECTURE.md)
+torch = deferred("torch")
+model_files = deferred("{{ cookiecutter.package_name }}.model_files")
+model_folder = deferred("{{ cookiecutter.package_name }}.model_folder")
+run_state = deferred("{{ cookiecutter.package_name }}.training.run_state")
+FORMATS = ("onnx", "pt2")  # model_files.FORMATS: the files predict.py takes back
 
 
 def get_args_parser() -> argparse.ArgumentParser:
     """The export flags."""
     p = cli.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", help="a .pt file written by train.py, or its run directory (uses last.pt)")
-    p.add_argument("--format", required=True, choices=[*model_files.FORMATS, "safetensors"],
+    p.add_argument("--format", required=True, choices=[*FORMATS, "safetensors"],
                    help="onnx: for onnxruntime (needs pip install -e '.[export]'); pt2: torch.export; safetensors: "
                         "a folder of weights, config.json and a model card (needs the export extra)")
     p.add_argument("--out", required=True, help="the file to write (e.g. model.onnx, model.pt2), or the folder for "
@@ -68,15 +73,21 @@ def check_out(path: Path) -> None:
             return
 
 
-def run(args: argparse.Namespace) -> int:
-    """Export, check against the checkpoint on a batch, then write the file atomically."""
+def check_flags(args: argparse.Namespace) -> argparse.Namespace:
+    """The flags, refused (one line, exit 2) with the standard library only: before torch loads."""
     if args.batch_size < 1:
         raise ConfigError("--batch-size must be at least 1")
     if not 0 <= args.tolerance < math.inf:  # NaN fails this too: a check that accepts anything is no check
         raise ConfigError(f"--tolerance must be a finite number of at least 0, got {args.tolerance}")
-    device = torch.device("cpu")  # a graph traced on a GPU would name that GPU; the CPU's is portable
+    cli.check_checkpoint(args.checkpoint)
     if args.format != "safetensors":
         check_out(Path(args.out))  # before the export's minutes of work
+    return args
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export, check against the checkpoint on a batch, then write the file atomically."""
+    device = torch.device("cpu")  # a graph traced on a GPU would name that GPU; the CPU's is portable
     state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
@@ -133,9 +144,9 @@ def export_folder(args: argparse.Namespace, state: dict, reference: model_files.
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse flags and export; returns the exit code."""
+    """Parse and check the flags (no torch yet), then export; returns the exit code."""
     args = get_args_parser().parse_args(argv)
-    return cli.run_cli(lambda: run(args), verbose=args.verbose)
+    return cli.run_cli(lambda: run(check_flags(args)), verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -19,18 +19,22 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import torch
-from torch.utils.data import DataLoader, Dataset
-
-from {{ cookiecutter.package_name }} import cli, config, model_files
-from {{ cookiecutter.package_name }}.data.folders import DataError, load_rgb, short_side
-from {{ cookiecutter.package_name }}.data.listing import image_files
-from {{ cookiecutter.package_name }}.data.transforms import build_transforms
-from {{ cookiecutter.package_name }}.devkit.backends import pins_memory
-from {{ cookiecutter.package_name }}.devkit.precision import half_copy
+from {{ cookiecutter.package_name }} import cli, config
+from {{ cookiecutter.package_name }}.data.errors import DataError
+from {{ cookiecutter.package_name }}.deferred import deferred
 from {{ cookiecutter.package_name }}.errors import ConfigError
-from {{ cookiecutter.package_name }}.training import run_state
-from {{ cookiecutter.package_name }}.training.hardware import Hardware
+
+# What the prediction runs with: torch and the rest load when first used, once the flags passed (ARCHITECTURE.md)
+torch = deferred("torch")
+torch_data = deferred("torch.utils.data")
+model_files = deferred("{{ cookiecutter.package_name }}.model_files")
+folders = deferred("{{ cookiecutter.package_name }}.data.folders")
+image_listing = deferred("{{ cookiecutter.package_name }}.data.listing")
+transforms = deferred("{{ cookiecutter.package_name }}.data.transforms")
+backends = deferred("{{ cookiecutter.package_name }}.devkit.backends")
+precision = deferred("{{ cookiecutter.package_name }}.devkit.precision")
+run_state = deferred("{{ cookiecutter.package_name }}.training.run_state")
+hardware = deferred("{{ cookiecutter.package_name }}.training.hardware")
 
 
 def get_args_parser() -> argparse.ArgumentParser:
@@ -67,7 +71,7 @@ def expand_inputs(inputs: list[str], warn: Callable[[str], None]) -> list[Path]:
         if path.is_file():
             found[path] = None
         elif path.is_dir():  # the listing training uses: no directory links followed, hidden names skipped
-            listing = image_files(path)
+            listing = image_listing.image_files(path)
             found.update((Path(p), None) for p in listing.paths)
             if listing.note():
                 warn(f"{listing.note()} (in {item})")
@@ -81,7 +85,7 @@ def expand_inputs(inputs: list[str], warn: Callable[[str], None]) -> list[Path]:
     return list(found)
 
 
-class ImagePaths(Dataset):
+class ImagePaths:  # a map-style dataset, as DataLoader takes it (torch's base class would load torch here)
     """Images by path; an unreadable one yields its error instead of a tensor, for the collate to drop."""
 
     def __init__(self, paths: list[Path], transform: Callable, short_side: int | None = None):
@@ -93,7 +97,7 @@ class ImagePaths(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor | None, int, str | None]:
         path = str(self.paths[index])
         try:
-            return self.transform(load_rgb(path, self.short_side)), index, None  # (3, H, W), on the CPU
+            return self.transform(folders.load_rgb(path, self.short_side)), index, None  # (3, H, W), on the CPU
         except DataError as error:  # the warning names the path itself; keep only the why
             return None, index, str(error).removeprefix(f"cannot read image {path}: ")
 
@@ -117,11 +121,11 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> model_file
     state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
-    return model_files.TorchPredictor(half_copy(model) if args.half else model, metadata, device)
+    return model_files.TorchPredictor(precision.half_copy(model) if args.half else model, metadata, device)
 
 
-def top_predictions(predictor: model_files.Predictor, loader: DataLoader, k: int, warn: Callable[[str], None],
-                    hw: Hardware) -> Iterator[tuple[int, list[float], list[int]]]:
+def top_predictions(predictor: model_files.Predictor, loader: torch_data.DataLoader, k: int, warn: Callable[[str], None],
+                    hw: hardware.Hardware) -> Iterator[tuple[int, list[float], list[int]]]:
     """Yield (input index, top-k probabilities, top-k class indices) per readable image, in order.
 
     The loader yields uint8 images: `hw` makes them float and normalises them on the predictor's device."""
@@ -143,10 +147,17 @@ def format_row(path: str, labels: list[str], probs: list[float], width: int, lab
     return f"{path:<{width}}  " + ", ".join(f"{label} {p:.3f}" for label, p in zip(labels, probs))
 
 
-def predict(args: argparse.Namespace) -> int:
-    """Load the model once, classify every readable input in batches, print a row each."""
+def check_flags(args: argparse.Namespace) -> argparse.Namespace:
+    """The flags, refused (one line, exit 2) with the standard library only: before torch loads."""
     if args.topk < 1 or args.batch_size < 1 or args.workers < 0:
         raise ConfigError("--topk and --batch-size must be at least 1, --workers at least 0")
+    cli.check_checkpoint(args.checkpoint)
+    cli.check_device(args.device)
+    return args
+
+
+def predict(args: argparse.Namespace) -> int:
+    """Load the model once, classify every readable input in batches, print a row each."""
     predictor = load_predictor(args, config.configure_device(args.device))
     if predictor.note:
         warn(predictor.note)
@@ -156,10 +167,10 @@ def predict(args: argparse.Namespace) -> int:
         raise DataError(f"no images found in {' '.join(args.inputs)}")
     prep = predictor.metadata.preprocessing()
     # uint8 from the workers (a quarter of the bytes to copy), float and normalised on the predictor's device
-    hw = Hardware.create(predictor.device, mean=prep.mean, std=prep.std)
-    dataset = ImagePaths(paths, build_transforms(prep, train=False, normalize=False), short_side(prep))
-    loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
-                        collate_fn=collate_readable, pin_memory=pins_memory(predictor.device))
+    hw = hardware.Hardware.create(predictor.device, mean=prep.mean, std=prep.std)
+    dataset = ImagePaths(paths, transforms.build_transforms(prep, train=False, normalize=False), folders.short_side(prep))
+    loader = torch_data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
+                                   collate_fn=collate_readable, pin_memory=backends.pins_memory(predictor.device))
     k = min(args.topk, len(class_names))
     width, label_width = max(len(str(p)) for p in paths), max(len("label"), *map(len, class_names))
     if not args.json:
@@ -180,9 +191,9 @@ def predict(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse flags and predict; returns the exit code."""
+    """Parse and check the flags (no torch yet), then predict; returns the exit code."""
     args = get_args_parser().parse_args(argv)
-    return cli.run_cli(lambda: predict(args), verbose=args.verbose)
+    return cli.run_cli(lambda: predict(check_flags(args)), verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
     python train.py --device cuda:1 --epochs 10 --out runs/exp1
 
-Parse and settle every setting once (startup.settle: the flags, the device, a resumed run's own
-settings, the run folder), build the run, train it, report. What the project's answers added (the
+Check the flags first, without torch (settings.parse: a typo or --help answers at once), then settle every
+setting once (startup.settle: the device, a resumed run's own settings, the run folder), build the run, train
+it, report. What the project's answers added (the
 plugins/ folder: ddp, a tracker, ...) is installed here and told of the run through its hooks.
 Exit codes: 0 done, 1 failure, 2 bad input.
 """
@@ -14,13 +15,23 @@ import contextlib
 import dataclasses
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from {{ cookiecutter.package_name }} import cli, devkit, startup
+from {{ cookiecutter.package_name }} import cli, devkit, settings
+from {{ cookiecutter.package_name }}.deferred import deferred
 from {{ cookiecutter.package_name }}.plugins import Plugin, load_plugins
-from {{ cookiecutter.package_name }}.training import epochs, run_folder, seeding, stopping
-from {{ cookiecutter.package_name }}.training.run import Run
+
+if TYPE_CHECKING:
+    from {{ cookiecutter.package_name }}.training.run import Run
+
+# What the run is built from: torch and the rest load when first used, once the flags passed (ARCHITECTURE.md)
+torch = deferred("torch")
+startup = deferred("{{ cookiecutter.package_name }}.startup")
+epochs = deferred("{{ cookiecutter.package_name }}.training.epochs")
+run_folder = deferred("{{ cookiecutter.package_name }}.training.run_folder")
+seeding = deferred("{{ cookiecutter.package_name }}.training.seeding")
+stopping = deferred("{{ cookiecutter.package_name }}.training.stopping")
+training_run = deferred("{{ cookiecutter.package_name }}.training.run")
 
 
 def report_start(run: Run, start: startup.Start) -> None:
@@ -42,14 +53,15 @@ def report_start(run: Run, start: startup.Start) -> None:
         say(devkit.device_report(run.model))
 
 
-def train(argv: list[str] | None, installed: list[Plugin]) -> int:
+def train(typed: settings.Settled, installed: list[Plugin]) -> int:
     """Settle, build, then train; nothing is written until every input has been checked."""
-    start = startup.settle(argv, installed)
+    start = startup.settle(typed, installed)
     with contextlib.ExitStack() as held:  # closed in reverse: the folder's claim (lock), the run, the processes
         held.callback(start.processes.close)
         torch.set_num_threads(start.cfg.threads)  # a resumed run's own count: it changes CPU sums' last bits
         seeding.seed_everything(start.cfg.seed)  # the initial weights too: same seed, same run
-        run = held.enter_context(contextlib.closing(Run(start.cfg, start.device, start.processes, installed)))
+        run = held.enter_context(contextlib.closing(training_run.Run(start.cfg, start.device, start.processes,
+                                                                     installed)))
         if start.plan.resume:
             run.resume(start.plan.resume)
         report_start(run, start)
@@ -84,10 +96,16 @@ def train_in(run: Run, out: Path, start: startup.Start) -> int:
 
 
 def main(argv: list[str] | None = None, plugins: list[Plugin] | None = None) -> int:
-    """Parse and settle the flags, then train; returns the exit code. `plugins`: your own, beside the project's."""
+    """Check the flags (no torch), then settle and train; returns the exit code. `plugins`: your own, beside the
+    project's."""
     # Read before the flags are parsed (loading the plugins may fail); exact, as the parser takes no abbreviations
     verbose = "--verbose" in (sys.argv[1:] if argv is None else argv)
-    return cli.run_cli(lambda: train(argv, [*load_plugins(), *(plugins or [])]), verbose=verbose)
+
+    def parse_then_train() -> int:
+        installed = [*load_plugins(), *(plugins or [])]
+        return train(settings.parse(argv, installed), installed)
+
+    return cli.run_cli(parse_then_train, verbose=verbose)
 
 
 if __name__ == "__main__":

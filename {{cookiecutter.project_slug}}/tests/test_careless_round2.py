@@ -26,7 +26,7 @@ import evaluate
 import export
 import predict
 import train
-from {{ cookiecutter.package_name }} import startup
+from {{ cookiecutter.package_name }} import settings, startup
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES
 from {{ cookiecutter.package_name }}.devkit import checkpoint as ckpt
@@ -211,7 +211,7 @@ def test_an_fp16_default_on_a_cpu_falls_back_to_fp32_with_a_note():
     assert name == "fp32" and "fp16 is emulated" in note
     name, note = precision.resolve_precision("fp16", "fp32", cpu)  # asked for: honoured, with the cost
     assert name == "fp16" and "slower than fp32" in note
-    start = startup.settle(["--device", "cpu", "--precision", "fp16", "--no-pretrained"], [])
+    start = startup.settle(settings.parse(["--device", "cpu", "--precision", "fp16", "--no-pretrained"], []), [])
     assert start.cfg.precision == "fp16" and note in start.notes  # settled once, for train.py to print
 
 

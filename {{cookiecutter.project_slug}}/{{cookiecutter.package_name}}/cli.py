@@ -10,11 +10,15 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
+from . import config
 from .devkit.edge import EXIT_BAD_INPUT, ArgumentParser  # the CLIs' parser: a bad flag is one line and exit 2
-from .errors import EXPLAINED_FAILURES, USER_ERRORS, one_line
+from .devkit.errors import CheckpointError
+from .devkit.spelling import check_device_spelling
+from .errors import EXPLAINED_FAILURES, USER_ERRORS, ConfigError, one_line
 
-__all__ = ["ArgumentParser", "add_allow_import", "run_cli"]
+__all__ = ["ArgumentParser", "add_allow_import", "check_checkpoint", "check_data", "check_device", "run_cli"]
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 
@@ -25,6 +29,27 @@ def add_allow_import(parser: argparse.ArgumentParser) -> None:
                         help="let the checkpoint name this import path (package.module:Name) as its backbone or "
                              "data: files never choose code to run otherwise (repeatable; config.TRUSTED_IMPORTS "
                              "lists your project's own)")
+
+
+# The flag checks that need no torch (ARCHITECTURE.md, "Flags first, then torch"): each refuses as the later
+# read would, in the same words, seconds sooner
+
+def check_checkpoint(path: str) -> None:
+    """Refuse a checkpoint path (a .pt, a run or model folder, an exported file) that is not there."""
+    if not Path(path).exists():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+
+
+def check_data(data: str) -> None:
+    """Refuse a --data that is neither a path that exists nor a module:function dataset."""
+    if not config.is_import_path(data, "data") and not Path(data).exists():
+        raise ConfigError(f"--data {data}: not a folder, a .csv labels file or a module:function dataset")
+
+
+def check_device(flag: str | None) -> None:
+    """Refuse a malformed device spec (the --device flag, else the environment's); whether it is here is
+    resolve_device's question, once torch has loaded."""
+    check_device_spelling(config.device_spec(flag))
 
 
 def run_cli(command: Callable[[], int], *, verbose: bool = False) -> int:

@@ -15,12 +15,13 @@ import time
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from .devkit import resolve_device
+from . import devkit  # its names load when first used: resolve_device brings torch, at configure_device
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 DEFAULT_DEVICE = "{{ cookiecutter.default_device }}"  # chosen when the project was generated
@@ -46,13 +47,18 @@ def device_spec(cli_value: str | None = None) -> str:
 def configure_device(cli_value: str | None = None) -> torch.device:
     """Resolve the run's device once and record it in `config.DEVICE`."""
     global DEVICE
-    DEVICE = resolve_device(device_spec(cli_value))
+    DEVICE = devkit.resolve_device(device_spec(cli_value))
     return DEVICE
 
 
 def trusted_imports(*named: str | None) -> frozenset[str]:
     """The import paths files may name in this process: those the user `named` (flags) and TRUSTED_IMPORTS."""
     return frozenset(name for name in named if name) | frozenset(TRUSTED_IMPORTS)
+
+
+def is_import_path(value: str, key: str) -> bool:
+    """Whether a `key` setting's value ('backbone' or 'data') names code to import rather than a name or a path."""
+    return bool(_IMPORTS_IN[key].search(value))
 
 
 def check_imports(values: Mapping, trusted: frozenset[str], source: str,
@@ -63,11 +69,16 @@ def check_imports(values: Mapping, trusted: frozenset[str], source: str,
     the caller would use) would run its module's code on load. ConfigError, one line, before any import.
     """
     for key in keys:
-        pattern, value = _IMPORTS_IN[key], values.get(key)
-        if isinstance(value, str) and pattern.search(value) and value not in trusted:
+        value = values.get(key)
+        if isinstance(value, str) and is_import_path(value, key) and value not in trusted:
             raise ConfigError(f"{source}: {key} names the import path {value!r}; code a file names runs only if "
                               f"you name it too: add --allow-import {value} if you trust that module")
 
+
+PARALLEL_MODES = ("none", "dp")  # --parallel in every project (training/wrapping.py); the ddp answer adds ddp
+MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 16, 4096  # smaller holds no picture; larger is a typo (tens of GiB a batch)
+# The built-in optimizers' own lr and weight decay (training/optimization.py; TrainConfig's are adamw's)
+OPTIMIZER_DEFAULTS = {"adamw": {"lr": 2e-3, "weight_decay": 0.05}, "sgd": {"lr": 1e-2, "weight_decay": 1e-4}}
 
 UNIONS = (typing.Union, types.UnionType)  # `Optional[X]` and `X | None`
 # The JSON values each annotation (or its origin: list[str] -> list) takes; a float may be written 2, a tuple is a list
@@ -147,8 +158,8 @@ class TrainConfig:
     device: str = DEFAULT_DEVICE  # a spec for resolve_device: --device, else $<PACKAGE>_DEVICE, else this
     epochs: int = 3
     batch_size: int = 32
-    lr: float = 2e-3
-    weight_decay: float = 0.05
+    lr: float = OPTIMIZER_DEFAULTS["adamw"]["lr"]  # adamw's, the default --optimizer's
+    weight_decay: float = OPTIMIZER_DEFAULTS["adamw"]["weight_decay"]
     label_smoothing: float = 0.0
     workers: int = dataclasses.field(default_factory=default_workers)  # loader processes; 0: decode in this one
     seed: int = 0

@@ -14,21 +14,26 @@ import argparse
 import dataclasses
 import math
 
-from . import backbones, config, hooks, plugins
+from . import cli, config, hooks, plugins
 from .config import usable_cores  # also settings.usable_cores: the bound --threads is checked against
 from .config_file import read_config_file
-from .data import DEMO_IMAGE_SIZE
-from .data.transforms import AUGMENTATIONS, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE
+from .data.demo import DEMO_IMAGE_SIZE
+from .deferred import deferred
 from .devkit.edge import ArgumentParser
-from .devkit.precision import DTYPES
+from .devkit.spelling import PRECISIONS
 from .errors import ConfigError
-from .training import optimization, progress, recipe, wrapping
+from .training import progress
+
+# `parse` checks the flags with the standard library only (ARCHITECTURE.md, "Flags first, then torch"); these
+# load torch, so `finish` reads them: the backbone's name, and the registries of code behind --augment,
+# --optimizer and --schedule (their names are refused there, in the same one line)
+backbones = deferred(".backbones", __package__)
+optimization = deferred(".training.optimization", __package__)
+recipe = deferred(".training.recipe", __package__)
 
 # Each flag's choices in this project; the plugins of its answers add theirs (hooks.choices)
-CORE_CHOICES = {"precision": tuple(DTYPES), "parallel": wrapping.MODES, "logger": ("csv", "none"),
-                "progress": progress.MODES,
-                "augment": tuple(AUGMENTATIONS), "decode": ("auto", "cpu"),
-                "optimizer": tuple(optimization.OPTIMIZERS), "schedule": tuple(optimization.SCHEDULES)}
+CORE_CHOICES = {"precision": PRECISIONS, "parallel": config.PARALLEL_MODES, "logger": ("csv", "none"),
+                "progress": progress.MODES, "decode": ("auto", "cpu")}
 SEED_RANGE = (-2**63, 2**64 - 1)  # torch.manual_seed's: a 64-bit integer, signed or not
 MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch would fail on file handles instead
 
@@ -71,6 +76,13 @@ def _default(name: str) -> str:
     return f" (default: {getattr(config.TrainConfig(), name)})"
 
 
+def _optimizers_default(field: str) -> str:
+    """' (--optimizer sgd: 0.01) (default: 0.002)' for lr or weight_decay, for --help: each built-in optimizer's."""
+    default, own = config.TrainConfig.optimizer, config.OPTIMIZER_DEFAULTS
+    others = [f"--optimizer {name}: {values[field]:g}" for name, values in own.items() if name != default]
+    return f" ({', '.join(others)}) (default: {own[default][field]:g})"
+
+
 def _data_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", help="a folder with train/ and val/ of class folders; a folder of class folders "
@@ -83,7 +95,7 @@ def _data_flags(p: argparse.ArgumentParser, choices: dict) -> None:
                    "recorded its --val-split anew (validation may then hold images it trained on)")
     g.add_argument("--image-size", type=int, help=f"default: {DEMO_IMAGE_SIZE} for the demo data; the weights' crop "
                                                   "when pretrained; else the data's typical image size")
-    g.add_argument("--augment", choices=choices["augment"], help="training augmentation: none; light (small "
+    g.add_argument("--augment", metavar="NAME", help="training augmentation (data/transforms.py's AUGMENTATIONS): none; light (small "
                    "shifts, turns and zooms, no mirroring: digits, text, scans); standard (random crops and "
                    "horizontal flips: photos)" + _default("augment"))
     g.add_argument("--workers", type=int, help="DataLoader worker processes (default: the cores this process may use "
@@ -116,15 +128,14 @@ def _optimisation_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("optimisation")
     g.add_argument("--epochs", type=int, help="epochs to train" + _default("epochs"))
     g.add_argument("--batch-size", type=int, help="images per batch (per process under ddp)" + _default("batch_size"))
-    g.add_argument("--optimizer", choices=choices["optimizer"], help="adamw, or sgd (with --momentum and "
-                   "--nesterov); each brings its own --lr and --weight-decay defaults" + _default("optimizer"))
-    chosen = config.TrainConfig.optimizer
-    g.add_argument("--lr", type=float, help="learning rate of the head" + optimization.defaults_help("lr", chosen))
-    g.add_argument("--weight-decay", type=float,
-                   help="weight decay" + optimization.defaults_help("weight_decay", chosen))
+    g.add_argument("--optimizer", metavar="NAME", help="training/optimization.py's OPTIMIZERS: adamw, or sgd (with "
+                   "--momentum and --nesterov); each brings its own --lr and --weight-decay defaults"
+                   + _default("optimizer"))
+    g.add_argument("--lr", type=float, help="learning rate of the head" + _optimizers_default("lr"))
+    g.add_argument("--weight-decay", type=float, help="weight decay" + _optimizers_default("weight_decay"))
     g.add_argument("--momentum", type=float, help="--optimizer sgd: momentum" + _default("momentum"))
     g.add_argument("--nesterov", action="store_true", help="--optimizer sgd: Nesterov momentum")
-    g.add_argument("--schedule", choices=choices["schedule"], help="learning rate per optimizer step after the "
+    g.add_argument("--schedule", metavar="NAME", help="learning rate per optimizer step after the "
                    "warmup: cosine to 0 at the last epoch; step: times --step-gamma every --step-epochs epochs; "
                    "constant" + _default("schedule"))
     g.add_argument("--step-epochs", type=int, metavar="N", help="--schedule step: epochs between drops"
@@ -196,9 +207,9 @@ def get_args_parser(installed: list | None = None) -> argparse.ArgumentParser:
     return p
 
 
-def check(cfg: config.TrainConfig, installed: list = ()) -> None:
-    """Refuse values that cannot work (ConfigError), before anything is built or written; `installed` plugins check
-    their own settings."""
+def check_flags(cfg: config.TrainConfig, installed: list = ()) -> None:
+    """Refuse values that cannot work (ConfigError) with the standard library only, before torch loads;
+    `installed` plugins check their own settings."""
     for name in ("data", "out", "resume", "init_from"):  # '' would mean the current folder: a typo, not a plan
         if getattr(cfg, name) is not None and not str(getattr(cfg, name)).strip():
             raise ConfigError(f"--{name.replace('_', '-')} is empty; name a path, or leave the flag out")
@@ -211,8 +222,8 @@ def check(cfg: config.TrainConfig, installed: list = ()) -> None:
         "epochs": (lambda n: n >= 1, "at least 1"),
         "batch_size": (lambda n: n >= 1, "at least 1"),
         "workers": (lambda n: 0 <= n <= MAX_WORKERS, f"between 0 and {MAX_WORKERS}"),
-        "image_size": (lambda n: MIN_IMAGE_SIZE <= n <= MAX_IMAGE_SIZE,
-                       f"between {MIN_IMAGE_SIZE} and {MAX_IMAGE_SIZE}"),
+        "image_size": (lambda n: config.MIN_IMAGE_SIZE <= n <= config.MAX_IMAGE_SIZE,
+                       f"between {config.MIN_IMAGE_SIZE} and {config.MAX_IMAGE_SIZE}"),
         # more threads than cores only contend; thousands exhaust the host's threads and crash OpenMP
         "threads": (lambda n: 1 <= n <= cores, f"between 1 and {cores} (the cores this process may use)"),
         "seed": (lambda n: lowest <= n <= highest, f"between {lowest} and {highest} (what torch.manual_seed takes)"),
@@ -225,16 +236,41 @@ def check(cfg: config.TrainConfig, installed: list = ()) -> None:
     for name, (allowed, words) in limits.items():
         if getattr(cfg, name) is not None and not allowed(getattr(cfg, name)):
             raise ConfigError(f"--{name.replace('_', '-')} must be {words}, got {getattr(cfg, name)}")
+    cli.check_device(cfg.device)  # present or not: resolve_device's, with torch
+    check_paths(cfg)
+    for problem in (line for plugin in installed for line in plugin.problems(cfg)):
+        raise ConfigError(problem)
+
+
+def check_paths(cfg: config.TrainConfig) -> None:
+    """Refuse a --data, --resume or --init-from that names nothing (as reading it would), before torch loads."""
+    if cfg.data is not None:
+        cli.check_data(cfg.data)
+    for checkpoint in (cfg.resume, cfg.init_from):
+        if checkpoint is not None and checkpoint != "auto":
+            cli.check_checkpoint(checkpoint)
+
+
+def check(cfg: config.TrainConfig, installed: list = ()) -> None:
+    """Refuse values that cannot work (ConfigError), before anything is built or written: check_flags, then with
+    torch the backbone's name and image size and the registries' names (--augment, --optimizer, --schedule)."""
+    check_flags(cfg, installed)
     backbones.resolve_backbone(cfg.backbone)
     if cfg.image_size:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
-    for problem in [*recipe.check_config(cfg), *(line for plugin in installed for line in plugin.problems(cfg))]:
+    for problem in recipe.check_config(cfg):
         raise ConfigError(problem)
 
 
 def settle(argv: list[str] | None = None, installed: list | None = None) -> Settled:
     """Flags, a --config file and the generated defaults, as one checked TrainConfig (ConfigError if bad)."""
     installed = plugins.load_plugins() if installed is None else installed
+    return finish(parse(argv, installed), installed)
+
+
+def parse(argv: list[str] | None, installed: list) -> Settled:
+    """The flags, a --config file and the generated defaults as one TrainConfig, checked as far as the standard
+    library can (check_flags) before torch loads; `finish` completes it."""
     given = vars(get_args_parser(installed).parse_args(argv))
     switches = {name: given.pop(name, False) for name in ("verbose", "debug_devices")}
     trusted = config.trusted_imports(given.get("backbone"), given.get("data"), *given.get("allow_import", []))
@@ -243,16 +279,21 @@ def settle(argv: list[str] | None = None, installed: list | None = None) -> Sett
                                  config_class=config_class) if "config" in given else {}
     chosen = {**from_file, **given}
     chosen["device"] = config.device_spec(chosen.get("device"))  # the flag, else the environment, else the default
-    cfg = dataclasses.replace(config_class(), **{**optimizer_defaults(chosen), **chosen})
-    check(cfg, installed)
+    cfg = dataclasses.replace(config_class(), **chosen)
+    check_flags(cfg, installed)
     _check_applies(cfg, frozenset(given))  # typed flags: a config file records every field
     return Settled(cfg, frozenset(from_file) | frozenset(given), **switches)
 
 
-def optimizer_defaults(chosen: dict) -> dict:
-    """The chosen --optimizer's own lr and weight decay (the TrainConfig defaults are AdamW's)."""
-    choice = optimization.OPTIMIZERS.get(chosen.get("optimizer", config.TrainConfig.optimizer))
-    return {} if choice is None else {"lr": choice.lr, "weight_decay": choice.weight_decay}
+def finish(settled: Settled, installed: list) -> Settled:
+    """With torch: the chosen --optimizer's own lr and weight decay where neither flag nor file gave one (the
+    TrainConfig defaults are AdamW's), then every check (ConfigError)."""
+    choice = optimization.OPTIMIZERS.get(settled.cfg.optimizer)
+    own = {} if choice is None else {"lr": choice.lr, "weight_decay": choice.weight_decay}
+    cfg = dataclasses.replace(settled.cfg, **{name: value for name, value in own.items()
+                                              if name not in settled.explicit})
+    check(cfg, installed)
+    return dataclasses.replace(settled, cfg=cfg)
 
 
 def _check_applies(cfg: config.TrainConfig, explicit: frozenset[str]) -> None:

@@ -1,8 +1,8 @@
 """From train.py's command line to a run that can start: every setting decided once, before anything is built.
 
-`settle(argv, plugins)` is the one place the configuration is settled: the flags and a --config file
-(settings.settle), the device (config.configure_device), the processes training together (one, or a plugin's),
-then, against that device and those processes, a resumed run's own settings from its checkpoint, the parallel
+`settle(typed, plugins)` is the one place the configuration is settled: the flags and a --config file
+(settings.parse, before torch loads, then settings.finish), the device (config.configure_device), the processes
+training together (one, or a plugin's), then, against that device and those processes, a resumed run's own settings from its checkpoint, the parallel
 mode and precision, the run folder, the pretrained weights and the thread count. What it returns is what
 every later step reads; nothing downstream re-derives a default.
 """
@@ -36,12 +36,12 @@ class Start:
     debug_devices: bool = False
 
 
-def settle(argv: list[str] | None, plugins: list) -> Start:
+def settle(typed: settings.Settled, plugins: list) -> Start:
     """Every setting of the run, checked: ConfigError (exit 2) for what cannot work, before anything is written.
 
     The processes it starts (a plugin's process group) are the caller's to close (`Start.processes.close()`).
     """
-    typed = settings.settle(argv, plugins)
+    typed = settings.finish(typed, plugins)  # the flags were parsed and checked before torch loaded (parse)
     device = config.configure_device(typed.cfg.device)
     if device.type == "meta":
         raise ConfigError("--device meta holds no data: it can build a model, not train one; use cpu or an accelerator")

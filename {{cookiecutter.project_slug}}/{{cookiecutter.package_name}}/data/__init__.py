@@ -19,15 +19,34 @@ preprocessing, caching, unreadable images, seeded sampling, and the loaders, beh
     check.py          python -m <package>.data check DATA
 """
 
-from .dataset import Decoded, FileImages, ImageDataset
-from .demo import DEMO_CLASSES, DEMO_IMAGE_SIZE, DEMO_ROOT, write_demo_dataset
-from .folders import DataError, class_counts, image_folder, load_rgb, load_splits, open_data
-from .loaders import build_loader
-from .pipeline import Loaders, build_loaders
-from .transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing, build_transforms
+import importlib
+
+# Each name and the module that defines it, imported when first read (PEP 562's module __getattr__): a module
+# that needs one light piece (demo.py's DEMO_IMAGE_SIZE, errors.py) does not load torch with the rest.
+_HOME = {
+    "Decoded": "dataset", "FileImages": "dataset", "ImageDataset": "dataset", "DEMO_CLASSES": "demo",
+    "DEMO_IMAGE_SIZE": "demo", "DEMO_ROOT": "demo", "write_demo_dataset": "demo", "DataError": "errors",
+    "class_counts": "folders", "image_folder": "folders", "load_rgb": "folders", "load_splits": "folders",
+    "open_data": "folders", "build_loader": "loaders", "Loaders": "pipeline", "build_loaders": "pipeline",
+    "IMAGENET_MEAN": "transforms", "IMAGENET_STD": "transforms", "Preprocessing": "transforms",
+    "build_transforms": "transforms",
+}
 
 __all__ = [
     "DEMO_CLASSES", "DEMO_IMAGE_SIZE", "DEMO_ROOT", "write_demo_dataset", "DataError", "class_counts", "image_folder",
     "load_rgb", "load_splits", "build_loader", "Loaders", "build_loaders", "IMAGENET_MEAN", "IMAGENET_STD",
     "Preprocessing", "build_transforms", "Decoded", "FileImages", "ImageDataset", "open_data",
 ]
+
+
+def __getattr__(name: str):
+    """`data.image_folder` and the other names of __all__, imported from their module when first read."""
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    globals()[name] = value  # the next read is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -17,9 +17,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ..config import is_import_path
+from ..deferred import deferred
 from ..devkit.edge import ArgumentParser
 from .errors import DataError
-from .folders import IMPORT_PATH, class_counts, load_splits
+
+# The data as train.py reads it: torch loads with it, when first used, once the flags passed (ARCHITECTURE.md)
+folders = deferred(".folders", __package__)
 
 SPLITS = ("train", "val")
 CHECK_SIZE = 224  # the image size the memory budget is checked at when --image-size is not given
@@ -55,7 +59,7 @@ def report_split(dataset, split: str, workers: int, max_fraction: float, progres
     bad = [(name, reason) for name, size, reason in results if size is None]
     sizes = [size for _, size, _ in results if size is not None]
     lines = [f"{split}: {len(results)} images, {len(dataset.classes)} classes, {len(bad)} unreadable"]
-    counts = dict(zip(dataset.classes, class_counts(dataset).int().tolist()))
+    counts = dict(zip(dataset.classes, folders.class_counts(dataset).int().tolist()))
     problems = [f"{split}/{name} holds no images" for name, count in counts.items() if not count]
     lines += [f"  {name}: {count} ({count / max(len(results), 1):.1%})" for name, count in counts.items()]
     if sizes:
@@ -73,7 +77,7 @@ def scan(root: Path, workers: int, max_fraction: float, progress: bool = True, *
          seed: int = 0, image_size: int = CHECK_SIZE) -> tuple[list[str], list[str]]:
     """Read DATA as training does and decode its train and val splits; return (report lines, problems)."""
     try:
-        splits = load_splits(root, image_size, val_split=val_split, seed=seed, allow_empty=True)
+        splits = folders.load_splits(root, image_size, val_split=val_split, seed=seed, allow_empty=True)
     except DataError as error:
         return [], [str(error)]
     lines, problems = list(dict.fromkeys(splits[0].notes + splits[1].notes)), []
@@ -112,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1 or args.image_size < 1:
         print("error: --workers and --image-size must be >= 1", file=sys.stderr)
         return 2
-    if not Path(args.data).exists() and not IMPORT_PATH.match(args.data):  # what it holds is the report's
+    if not Path(args.data).exists() and not is_import_path(args.data, "data"):  # what it holds is the report's
         print(f"error: {args.data} does not exist (nor is it a module:function dataset)", file=sys.stderr)
         return 2
     lines, problems = scan(args.data, args.workers, args.max_bad_fraction, progress=sys.stderr.isatty(),

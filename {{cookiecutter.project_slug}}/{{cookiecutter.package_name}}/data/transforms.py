@@ -11,9 +11,10 @@ from collections.abc import Callable
 import torch
 from torchvision.transforms import v2
 
+from ..config import MAX_IMAGE_SIZE, MIN_IMAGE_SIZE  # the range --image-size is checked against
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 16, 4096  # smaller holds no picture; larger is a typo (tens of GiB a batch)
 
 # --augment: each recipe is a list of v2 ops for the training split, chosen by name. `light` shifts, turns and
 # scales a little without mirroring, so digits, text and most scans stay what they are; `standard` adds

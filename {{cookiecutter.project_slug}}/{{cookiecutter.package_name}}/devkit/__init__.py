@@ -28,23 +28,33 @@ exit codes). README.md: adopting it in an existing project. `python -m <package>
 prints the device table and what SPEC resolves to.
 """
 
-from .backends import DeviceError, available_devices
-from .gpus import GpuInfo, device_identity, gpu_info, index_order_warning
-from .guard import DeviceGuard, device_report
-from .placement import (
-                        DeviceAwareMixin,
-                        data_parallel,
-                        distributed_data_parallel,
-                        module_device,
-                        move_to,
-                        on_device,
-                        same_device,
-                        use_device,
-)
-from .resolve import describe_device, resolve_device
+import importlib
+
+# Each name and the module that defines it. They load when first used (PEP 562's module __getattr__), so
+# `from devkit.spelling import ...` or `devkit.edge` stays free of torch: a script checks its flags first.
+_HOME = {
+    "DeviceError": "errors", "available_devices": "backends", "resolve_device": "resolve", "describe_device": "resolve",
+    "GpuInfo": "gpus", "gpu_info": "gpus", "device_identity": "gpus", "index_order_warning": "gpus",
+    "module_device": "placement", "DeviceAwareMixin": "placement", "move_to": "placement", "on_device": "placement",
+    "use_device": "placement", "same_device": "placement", "data_parallel": "placement",
+    "distributed_data_parallel": "placement", "device_report": "guard", "DeviceGuard": "guard",
+}
 
 __all__ = [
     "DeviceError", "available_devices", "resolve_device", "describe_device", "GpuInfo", "gpu_info",
     "device_identity", "index_order_warning", "module_device", "DeviceAwareMixin", "move_to", "on_device",
     "use_device", "same_device", "device_report", "DeviceGuard", "data_parallel", "distributed_data_parallel",
 ]
+
+
+def __getattr__(name: str):
+    """`devkit.resolve_device` and the other names of __all__, imported from their module when first read."""
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    globals()[name] = value  # the next read is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

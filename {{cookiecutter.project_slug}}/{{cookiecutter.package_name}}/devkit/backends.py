@@ -12,12 +12,9 @@ from typing import Any
 
 import torch
 
-KINDS = ("cpu", "cuda", "mps", "xpu", "meta")
-INDEXED = ("cuda", "mps", "xpu")  # tensors on these report an index: cuda:0, never bare cuda
+from .errors import DeviceError
+from .spelling import INDEXED, KINDS
 
-
-class DeviceError(ValueError):
-    """A device was asked for that is malformed or not present, or tensors disagree on devices."""
 
 def backend_module(kind: str) -> Any:
     """torch.cuda or torch.xpu: the backends with a 'current device'; None for the others."""

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from .atomic import atomic_file
+from .errors import CheckpointError
 
 _WRAPPER_PREFIXES = re.compile(r"^(?:module\.|_orig_mod\.)+")  # DataParallel/DDP, torch.compile, around the model
 _WRAPPER_HOP = re.compile(r"(?:^|(?<=\.))(?:module|_orig_mod)\.")  # 'features.module.0.weight': a wrapped submodule
@@ -41,10 +42,6 @@ _PLAIN = (type(None), bool, int, float, str, torch.device, torch.dtype, torch.Si
 _PLAIN += (bytes, bytearray) if torch.__version__ >= (2, 5) else ()
 _PLAIN += (complex,) if torch.__version__ >= (2, 6) else ()
 _SEQUENCES = (list, tuple, set) if torch.__version__ >= (2, 6) else (list, tuple)
-
-
-class CheckpointError(ValueError):
-    """A checkpoint is missing, corrupt, unsafe, or for another model."""
 
 
 def to_cpu(obj: Any) -> Any:

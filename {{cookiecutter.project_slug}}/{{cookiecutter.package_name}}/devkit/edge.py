@@ -27,9 +27,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from .backends import DeviceError
-from .checkpoint import CheckpointError
-from .precision import PrecisionError
+from .errors import CheckpointError, DeviceError, PrecisionError  # the standard library only: no torch
 
 KIT_ERRORS = (DeviceError, CheckpointError, PrecisionError)  # bad input: the user can fix it
 EXIT_BAD_INPUT = 2

@@ -30,14 +30,12 @@ import warnings
 import torch
 from torch import nn
 
+from .errors import PrecisionError
+
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 SCALED = ("cuda", "xpu", "mps")  # where fp16 trains with a GradScaler (MPS from torch 2.8: mps_rule)
 _CPU_BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # /proc/cpuinfo: x86 AVX512_BF16 / AMX, Arm's bf16
 _CPU_FP16_FLAGS = {"avx512_fp16", "amx_fp16", "asimdhp"}  # x86 AVX512_FP16 / AMX-FP16, Arm's half-precision SIMD
-
-
-class PrecisionError(ValueError):
-    """The requested precision cannot run on the chosen device (a ValueError, so the kit stands alone)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import operator
 import os
-import re
 import warnings
 
 import torch
@@ -28,11 +27,10 @@ from .backends import (
     show,
 )
 from .gpus import free_memory, gpu_info, uuid_of
+from .spelling import AUTO_FREE as _AUTO_FREE
+from .spelling import UNITS as _UNITS
+from .spelling import UUID as _UUID
 
-_AUTO_FREE = re.compile(r"auto:free(?::([0-9]+(?:\.[0-9]+)?)([a-z]*))?\Z")  # auto:free, auto:free:8GiB
-_UUID = re.compile(r"gpu-[0-9a-f-]+\Z")  # as nvidia-smi -L and CUDA_VISIBLE_DEVICES write it
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30, "t": 2**40, "tib": 2**40}
 _TABLE = f"python -m {__package__}"  # the device table, which lists the GPUs' UUIDs
 _WHY: dict[torch.device, str] = {}  # why the last resolve_device call chose its device, for describe_device
 

@@ -24,11 +24,12 @@ import secrets
 import sys
 from pathlib import Path
 
-import torch
-
-from ..devkit import describe_device
+from .. import devkit
+from ..deferred import deferred
 from ..devkit.atomic import atomic_write
 from . import Plugin
+
+torch = deferred("torch")  # used once a run compiles: train.py's flags are checked before torch loads
 
 CACHE, KEY = "compile_cache.bin", "compile_cache.json"
 
@@ -40,7 +41,7 @@ def cache_key(device: torch.device) -> dict[str, str | None]:
         triton_version = triton.__version__
     except ImportError:
         triton_version = None
-    return {"torch": torch.__version__, "triton": triton_version, "device": describe_device(device)}
+    return {"torch": torch.__version__, "triton": triton_version, "device": devkit.describe_device(device)}
 
 
 def key_file() -> Path:

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
+from ..config import OPTIMIZER_DEFAULTS
 from ..devkit import module_device
 
 
@@ -40,17 +41,10 @@ def _sgd(groups: list[dict], cfg, fused: bool | None) -> torch.optim.Optimizer:
                            weight_decay=cfg.weight_decay, fused=fused)
 
 
-OPTIMIZERS = {
-    "adamw": OptimizerChoice(_adamw, lr=2e-3, weight_decay=0.05),
-    "sgd": OptimizerChoice(_sgd, lr=1e-2, weight_decay=1e-4),  # with --momentum (0.9) and --nesterov
+OPTIMIZERS = {  # their defaults in config.py, where --help reads them before torch loads
+    "adamw": OptimizerChoice(_adamw, **OPTIMIZER_DEFAULTS["adamw"]),
+    "sgd": OptimizerChoice(_sgd, **OPTIMIZER_DEFAULTS["sgd"]),  # with --momentum (0.9) and --nesterov
 }
-
-
-def defaults_help(field: str, default: str) -> str:
-    """' (--optimizer sgd: 0.01) (default: 0.002)' for lr or weight_decay, for --help: every optimizer's own."""
-    others = [f"--optimizer {name}: {getattr(choice, field):g}" for name, choice in OPTIMIZERS.items()
-              if name != default]
-    return f" ({', '.join(others)}) (default: {getattr(OPTIMIZERS[default], field):g})"
 
 
 def make_optimizer(model: nn.Module, cfg, groups: list[dict] | None = None) -> torch.optim.Optimizer:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..data.transforms import AUGMENTATIONS
 from ..errors import ConfigError
 from . import optimization
 
@@ -21,7 +22,8 @@ def check_config(cfg) -> list[str]:
     for flag, value in (("--accum-steps", cfg.accum_steps), ("--patience", cfg.patience)):
         if value is not None and value < 1:
             problems.append(f"{flag} must be at least 1, got {value}")
-    for flag, name, known in (("--optimizer", cfg.optimizer, optimization.OPTIMIZERS),
+    for flag, name, known in (("--augment", cfg.augment, AUGMENTATIONS),  # registries: their names, checked with torch
+                              ("--optimizer", cfg.optimizer, optimization.OPTIMIZERS),
                               ("--schedule", cfg.schedule, optimization.SCHEDULES)):
         if name not in known:
             problems.append(f"{flag} must be one of {', '.join(known)}, got {name}")

@@ -18,11 +18,12 @@ import torch
 from torch import nn
 
 from .. import hooks
+from ..config import PARALLEL_MODES
 from ..devkit.placement import data_parallel
 from ..errors import UserError
 from ..processes import Processes
 
-MODES = ("none", "dp")
+MODES = PARALLEL_MODES  # what ddp adds is the plugin's (hooks.choices)
 
 
 class ParallelError(UserError):

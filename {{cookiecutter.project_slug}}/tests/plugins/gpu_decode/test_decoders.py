@@ -23,7 +23,8 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.images import load_rgb
 from {{ cookiecutter.package_name }}.data.pipeline import build_loaders
 from {{ cookiecutter.package_name }}.plugins import gpu_decode
-from {{ cookiecutter.package_name }}.plugins.gpu_decode import choose_decode, jpeg
+from {{ cookiecutter.package_name }}.plugins.gpu_decode import jpeg
+from {{ cookiecutter.package_name }}.plugins.gpu_decode.decoding import choose_decode
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.run import Run
 

@@ -25,7 +25,7 @@ from {{ cookiecutter.package_name }}.data.folders import DataError
 from {{ cookiecutter.package_name }}.data.pipeline import build_loaders
 from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.plugins import gpu_decode
-from {{ cookiecutter.package_name }}.plugins.gpu_decode import EncodedBatch, choose_decode
+from {{ cookiecutter.package_name }}.plugins.gpu_decode.decoding import EncodedBatch, choose_decode
 from {{ cookiecutter.package_name }}.plugins.gpu_decode.jpeg import decode_jpegs, mostly_jpeg, read_encoded
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 

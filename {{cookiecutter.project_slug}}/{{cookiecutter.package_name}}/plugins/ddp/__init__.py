@@ -14,9 +14,13 @@ from __future__ import annotations
 import os
 import sys
 
+from ...deferred import deferred
 from ...plugins import Plugin
-from .processes import DistributedProcesses, launched_by_torchrun
-from .rendezvous import loopback_host_note
+
+# Its choice (--parallel ddp) is read before torch loads (ARCHITECTURE.md, "Flags first, then torch"); the
+# process group's machinery loads when the run first asks for it
+ddp_processes = deferred(".processes", __package__)
+rendezvous = deferred(".rendezvous", __package__)
 
 
 class DdpPlugin(Plugin):
@@ -28,7 +32,7 @@ class DdpPlugin(Plugin):
         return {"parallel": ["ddp"]}
 
     def unavailable(self, field: str, value: str, device) -> str | None:
-        if not launched_by_torchrun():
+        if not ddp_processes.launched_by_torchrun():
             return "ddp needs torchrun's environment (launch with: torchrun --nproc_per_node=N train.py ...)"
         if device.type not in ("cuda", "xpu", "cpu"):
             return f"ddp runs on cuda (nccl), xpu (xccl) or cpu (gloo), not {device.type}"
@@ -37,13 +41,13 @@ class DdpPlugin(Plugin):
             return f"local rank {local} must train on its own GPU, not {device}; use --device auto"
         return None
 
-    def processes(self, cfg, device) -> DistributedProcesses | None:
+    def processes(self, cfg, device) -> ddp_processes.DistributedProcesses | None:
         if cfg.parallel != "ddp":
             return None
-        note = loopback_host_note()
+        note = rendezvous.loopback_host_note()
         if note and os.environ.get("LOCAL_RANK", "0") == "0":  # one line per node, before a join that would hang
             print(note, file=sys.stderr, flush=True)
-        return DistributedProcesses(device)
+        return ddp_processes.DistributedProcesses(device)
 
 
 PLUGIN = DdpPlugin()

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...devkit import checkpoint
-from ...devkit.checkpoint import CheckpointError
-from ...training import loop
-from ...training.state_check import check_weights
+from ...deferred import deferred
+from ...devkit.errors import CheckpointError
 from .. import Plugin
-from .controls import DeviceEMA, backbone_frozen, batch_mixer, freeze_backbone, parameter_groups
+
+# Its settings and flags are read before torch loads (ARCHITECTURE.md, "Flags first, then torch"); the controls
+# themselves load when the run first uses them
+checkpoint = deferred("...devkit.checkpoint", __package__)
+loop = deferred("...training.loop", __package__)
+state_check = deferred("...training.state_check", __package__)
+controls = deferred(".controls", __package__)
 
 
 @dataclasses.dataclass
@@ -38,7 +42,7 @@ class FineTuningPlugin(Plugin):
     settings = FineTuning
 
     def __init__(self):
-        self.ema: DeviceEMA | None = None
+        self.ema: controls.DeviceEMA | None = None
         self.used = False  # any setting away from its default: checkpoints say so, for a project without it
 
     def flags(self, parser) -> None:
@@ -73,14 +77,15 @@ class FineTuningPlugin(Plugin):
         cfg = run.cfg
         own = {field.name: getattr(cfg, field.name) for field in dataclasses.fields(FineTuning)}
         self.used = FineTuning(**own) != FineTuning()
-        run.parameter_groups = parameter_groups(run.model, cfg.lr, cfg.backbone_lr_scale)
-        run.mix = batch_mixer(cfg.mixup, cfg.cutmix, len(run.class_names))
-        self.ema = DeviceEMA(run.model, cfg.ema) if cfg.ema else None
-        freeze_backbone(run.model, backbone_frozen(1, cfg.freeze_backbone, cfg.unfreeze_at))
+        run.parameter_groups = controls.parameter_groups(run.model, cfg.lr, cfg.backbone_lr_scale)
+        run.mix = controls.batch_mixer(cfg.mixup, cfg.cutmix, len(run.class_names))
+        self.ema = controls.DeviceEMA(run.model, cfg.ema) if cfg.ema else None
+        controls.freeze_backbone(run.model, controls.backbone_frozen(1, cfg.freeze_backbone, cfg.unfreeze_at))
 
     def before_epoch(self, run, epoch: int) -> None:
         """Unfreeze at --unfreeze-at (a resumed run freezes as its epoch says)."""
-        if freeze_backbone(run.model, backbone_frozen(epoch, run.cfg.freeze_backbone, run.cfg.unfreeze_at)):
+        frozen = controls.backbone_frozen(epoch, run.cfg.freeze_backbone, run.cfg.unfreeze_at)
+        if controls.freeze_backbone(run.model, frozen):
             run.wrap()  # DDP and torch.compile take note of which parameters train when they wrap: wrap again
 
     def after_step(self, run, epoch: int, step: int) -> None:
@@ -115,7 +120,7 @@ class FineTuningPlugin(Plugin):
         count = saved.get("n_averaged") if isinstance(saved, dict) else None
         if type(count) is not int or count < 0 or not isinstance(saved.get("model"), dict):  # a bool is no count
             raise CheckpointError(f"{source}: plugins.fine_tuning.ema is not the EMA's model weights and update count")
-        check_weights(saved["model"], "plugins.fine_tuning.ema.model", source)
+        state_check.check_weights(saved["model"], "plugins.fine_tuning.ema.model", source)
         checkpoint.load_model_state(self.ema.module, saved["model"], f"{source} (EMA)")
         self.ema.n_averaged.fill_(saved["n_averaged"])
 
