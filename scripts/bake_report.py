@@ -94,6 +94,15 @@ def deferred_import(node: ast.AST, package: str) -> str | None:
     return ".".join([*anchor, name[level:]] if name[level:] else anchor)
 
 
+def lazy_names(node: ast.AST, module: Module, package: str) -> list[str]:
+    """The submodules a package's __init__ names in `_HOME` (name -> module), whose names it loads when first read
+    (PEP 562's module __getattr__: devkit/, data/)."""
+    if not (module.path.name == "__init__.py" and isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+            and any(isinstance(target, ast.Name) and target.id == "_HOME" for target in node.targets)):
+        return []
+    return sorted({f"{package}.{value.value}" for value in node.value.values if isinstance(value, ast.Constant)})
+
+
 def imported(module: Module, known: set[str]) -> set[str]:
     """The project modules `module` imports (absolute and relative imports, `from pkg import module` too)."""
     package = module.name if module.path.name == "__init__.py" else module.name.rpartition(".")[0]
@@ -110,6 +119,8 @@ def imported(module: Module, known: set[str]) -> set[str]:
             names = submodules if all(name in known for name in submodules) else [base, *submodules]
         elif deferred := deferred_import(node, package):  # deferred(".loop", __package__): an import, made later
             names = [deferred]
+        elif lazy := lazy_names(node, module, package):  # a package __init__'s names, loaded when first read
+            names = lazy
         else:
             continue
         for name in names:

@@ -124,8 +124,8 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> model_file
     return model_files.TorchPredictor(precision.half_copy(model) if args.half else model, metadata, device)
 
 
-def top_predictions(predictor: model_files.Predictor, loader: torch_data.DataLoader, k: int, warn: Callable[[str], None],
-                    hw: hardware.Hardware) -> Iterator[tuple[int, list[float], list[int]]]:
+def top_predictions(predictor: model_files.Predictor, loader: torch_data.DataLoader, k: int,
+                    warn: Callable[[str], None], hw: hardware.Hardware) -> Iterator[tuple[int, list[float], list[int]]]:
     """Yield (input index, top-k probabilities, top-k class indices) per readable image, in order.
 
     The loader yields uint8 images: `hw` makes them float and normalises them on the predictor's device."""
@@ -168,7 +168,8 @@ def predict(args: argparse.Namespace) -> int:
     prep = predictor.metadata.preprocessing()
     # uint8 from the workers (a quarter of the bytes to copy), float and normalised on the predictor's device
     hw = hardware.Hardware.create(predictor.device, mean=prep.mean, std=prep.std)
-    dataset = ImagePaths(paths, transforms.build_transforms(prep, train=False, normalize=False), folders.short_side(prep))
+    dataset = ImagePaths(paths, transforms.build_transforms(prep, train=False, normalize=False),
+                         folders.short_side(prep))
     loader = torch_data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
                                    collate_fn=collate_readable, pin_memory=backends.pins_memory(predictor.device))
     k = min(args.topk, len(class_names))

@@ -1,6 +1,7 @@
 """The package's shape: the device kit stands alone, the lint is a tool outside it, no import cycles."""
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,7 +39,19 @@ def imported_names(path: Path) -> set[str]:
             if not all((folder / f"{alias.name}.py").is_file() or (folder / alias.name).is_dir()
                        for alias in node.names):
                 found.add(module)  # a name the package itself defines: its __init__ runs (else only the submodules)
+        elif deferred := deferred_name(node):  # deferred(".loop", __package__): an import made on first use
+            level = len(deferred) - len(deferred.lstrip("."))
+            base = [package.__name__, *here[:len(here) - (level - 1)]] if level else []
+            found.add(".".join([*base, deferred[level:]]))
     return found
+
+
+def deferred_name(node: ast.AST) -> str | None:
+    """The module name a `deferred("name"[, __package__])` call (the package's deferred.py) is given, else None."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "deferred" and node.args
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return node.args[0].value
+    return None
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -125,3 +138,31 @@ def test_only_the_training_package_reads_training_checkpoints():
     (which settles a resumed run's settings from its checkpoint) read it."""
     readers = {module for module, imports in import_graph().items() if "training.run_state" in imports}
     assert all(not outside(module, "training") or module == "startup" for module in readers), readers
+
+
+# What runs before the flags are checked: the CLIs' top level, the flags' parsers, the plugins' settings and flags
+FLAG_STEP = """
+import sys
+import train, evaluate, predict, export
+from {{ cookiecutter.package_name }} import settings
+from {{ cookiecutter.package_name }}.data import check
+from {{ cookiecutter.package_name }}.plugins import load_plugins
+for parser in (settings.get_args_parser(load_plugins()), evaluate.get_args_parser(), predict.get_args_parser(),
+               export.get_args_parser(), check.get_args_parser()):
+    parser.format_help()
+print(" ".join(name for name in ("torch", "torchvision", "matplotlib") if name in sys.modules))
+"""
+
+
+def test_the_flag_step_imports_no_torch():
+    """Flags first, then torch (ARCHITECTURE.md): importing the commands and building every parser, with this
+    project's plugins and their settings, loads neither torch nor torchvision; the run imports them later."""
+    result = subprocess.run([sys.executable, "-c", FLAG_STEP], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                            timeout=120, check=True)
+    assert result.stdout.strip() == ""
+
+
+def test_deferred_modules_count_as_imports_here():
+    """A module named by deferred() is an import for the rules above (layers, cycles, who reads checkpoints)."""
+    graph = import_graph()
+    assert "training.recipe" in graph["settings"] and "training.run_state" not in graph["settings"]

@@ -24,9 +24,8 @@ from .devkit.spelling import PRECISIONS
 from .errors import ConfigError
 from .training import progress
 
-# `parse` checks the flags with the standard library only (ARCHITECTURE.md, "Flags first, then torch"); these
-# load torch, so `finish` reads them: the backbone's name, and the registries of code behind --augment,
-# --optimizer and --schedule (their names are refused there, in the same one line)
+# `parse` checks the flags without torch (ARCHITECTURE.md, "Flags first, then torch"); `finish` reads these with it:
+# the backbone's name and the registries behind --augment, --optimizer and --schedule (refused in the same line)
 backbones = deferred(".backbones", __package__)
 optimization = deferred(".training.optimization", __package__)
 recipe = deferred(".training.recipe", __package__)
@@ -95,9 +94,9 @@ def _data_flags(p: argparse.ArgumentParser, choices: dict) -> None:
                    "recorded its --val-split anew (validation may then hold images it trained on)")
     g.add_argument("--image-size", type=int, help=f"default: {DEMO_IMAGE_SIZE} for the demo data; the weights' crop "
                                                   "when pretrained; else the data's typical image size")
-    g.add_argument("--augment", metavar="NAME", help="training augmentation (data/transforms.py's AUGMENTATIONS): none; light (small "
-                   "shifts, turns and zooms, no mirroring: digits, text, scans); standard (random crops and "
-                   "horizontal flips: photos)" + _default("augment"))
+    g.add_argument("--augment", metavar="NAME", help="training augmentation (data/transforms.py's AUGMENTATIONS): "
+                   "none; light (small shifts, turns and zooms, no mirroring: digits, text, scans); standard (random "
+                   "crops and horizontal flips: photos)" + _default("augment"))
     g.add_argument("--workers", type=int, help="DataLoader worker processes (default: the cores this process may use "
                    "per ddp rank on the node, less one; here " + f"{config.default_workers()})")
     g.add_argument("--decode", choices=choices["decode"], help="where JPEGs are decoded: cpu (in the loader "
@@ -237,18 +236,12 @@ def check_flags(cfg: config.TrainConfig, installed: list = ()) -> None:
         if getattr(cfg, name) is not None and not allowed(getattr(cfg, name)):
             raise ConfigError(f"--{name.replace('_', '-')} must be {words}, got {getattr(cfg, name)}")
     cli.check_device(cfg.device)  # present or not: resolve_device's, with torch
-    check_paths(cfg)
+    for path, check_path in ((cfg.data, cli.check_data), (cfg.init_from, cli.check_checkpoint),
+                             (None if cfg.resume == "auto" else cfg.resume, cli.check_checkpoint)):
+        if path is not None:
+            check_path(path)
     for problem in (line for plugin in installed for line in plugin.problems(cfg)):
         raise ConfigError(problem)
-
-
-def check_paths(cfg: config.TrainConfig) -> None:
-    """Refuse a --data, --resume or --init-from that names nothing (as reading it would), before torch loads."""
-    if cfg.data is not None:
-        cli.check_data(cfg.data)
-    for checkpoint in (cfg.resume, cfg.init_from):
-        if checkpoint is not None and checkpoint != "auto":
-            cli.check_checkpoint(checkpoint)
 
 
 def check(cfg: config.TrainConfig, installed: list = ()) -> None:

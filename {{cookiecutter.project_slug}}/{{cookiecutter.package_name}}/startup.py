@@ -2,8 +2,9 @@
 
 `settle(typed, plugins)` is the one place the configuration is settled: the flags and a --config file
 (settings.parse, before torch loads, then settings.finish), the device (config.configure_device), the processes
-training together (one, or a plugin's), then, against that device and those processes, a resumed run's own settings from its checkpoint, the parallel
-mode and precision, the run folder, the pretrained weights and the thread count. What it returns is what
+training together (one, or a plugin's), then, against that device and those processes, a resumed run's own
+settings from its checkpoint, the parallel mode and precision, the run folder, the pretrained weights and the
+thread count. What it returns is what
 every later step reads; nothing downstream re-derives a default.
 """
 

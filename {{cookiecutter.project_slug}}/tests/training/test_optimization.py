@@ -28,7 +28,8 @@ def _model(device: torch.device = CPU) -> nn.Module:
 def _cfg(**changes) -> TrainConfig:
     """Settings as train.py settles them: the chosen optimizer's own lr and weight decay unless given."""
     chosen = {"epochs": 3, "warmup_epochs": 1, "step_epochs": 1, **changes}
-    return dataclasses.replace(TrainConfig(), **{**settings.optimizer_defaults(chosen), **chosen})
+    own = optimization.OPTIMIZERS[chosen.get("optimizer", TrainConfig.optimizer)]
+    return dataclasses.replace(TrainConfig(), **{"lr": own.lr, "weight_decay": own.weight_decay, **chosen})
 
 
 def _lrs(scheduler, steps: int) -> list[float]:

@@ -24,6 +24,12 @@ class DiskFullError(OSError):
     """A file could not be written for lack of space (or quota); the message names the file."""
 
 
+class CheckpointError(ValueError):
+    """A checkpoint is missing, corrupt, unsafe, or for another model (checkpoint.py's; defined here, with the
+    standard library only, so a script can name it before torch loads and checkpoint.py still copies with this file
+    alone)."""
+
+
 def _fsync_directory(folder: Path) -> None:
     """Make a rename in `folder` durable across a power cut (POSIX; Windows cannot open folders)."""
     if os.name != "posix":

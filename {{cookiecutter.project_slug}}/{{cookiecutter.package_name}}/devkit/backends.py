@@ -12,8 +12,7 @@ from typing import Any
 
 import torch
 
-from .errors import DeviceError
-from .spelling import INDEXED, KINDS
+from .spelling import INDEXED, KINDS, DeviceError  # noqa: F401 -- the kit's modules import these from here too
 
 
 def backend_module(kind: str) -> Any:

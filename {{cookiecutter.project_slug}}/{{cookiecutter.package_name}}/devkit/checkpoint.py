@@ -29,8 +29,7 @@ from typing import IO, Any
 import torch
 from torch import nn
 
-from .atomic import atomic_file
-from .errors import CheckpointError
+from .atomic import CheckpointError, atomic_file
 
 _WRAPPER_PREFIXES = re.compile(r"^(?:module\.|_orig_mod\.)+")  # DataParallel/DDP, torch.compile, around the model
 _WRAPPER_HOP = re.compile(r"(?:^|(?<=\.))(?:module|_orig_mod)\.")  # 'features.module.0.weight': a wrapped submodule

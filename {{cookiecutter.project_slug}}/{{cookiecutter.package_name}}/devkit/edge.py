@@ -27,7 +27,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from .errors import CheckpointError, DeviceError, PrecisionError  # the standard library only: no torch
+from .atomic import CheckpointError  # these two modules: the standard library only, so no torch yet
+from .spelling import DeviceError, PrecisionError
 
 KIT_ERRORS = (DeviceError, CheckpointError, PrecisionError)  # bad input: the user can fix it
 EXIT_BAD_INPUT = 2

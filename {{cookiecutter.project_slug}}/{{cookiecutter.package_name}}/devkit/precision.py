@@ -30,7 +30,7 @@ import warnings
 import torch
 from torch import nn
 
-from .errors import PrecisionError
+from .spelling import PrecisionError
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 SCALED = ("cuda", "xpu", "mps")  # where fp16 trains with a GradScaler (MPS from torch 2.8: mps_rule)

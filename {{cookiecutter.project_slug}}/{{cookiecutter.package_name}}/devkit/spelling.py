@@ -1,4 +1,4 @@
-"""What a user may type for a device or a precision, checked with the standard library only.
+"""What a user may type for a device or a precision, and its errors, with the standard library only.
 
 `check_device_spelling(spec)` refuses (DeviceError) what resolve_device would refuse as malformed, without
 importing torch: a script can answer `--device cuda1` at once, before its seconds of imports. Whether the
@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import re
 
-from .errors import DeviceError
+
+class DeviceError(ValueError):
+    """A device was asked for that is malformed or not present, or tensors disagree on devices."""
+
+
+class PrecisionError(ValueError):
+    """The requested precision cannot run on the chosen device (a ValueError, so the kit stands alone)."""
+
 
 KINDS = ("cpu", "cuda", "mps", "xpu", "meta")
 INDEXED = ("cuda", "mps", "xpu")  # tensors on these report an index: cuda:0, never bare cuda

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...deferred import deferred
-from ...devkit.errors import CheckpointError
+from ...devkit.atomic import CheckpointError
 from .. import Plugin
 
 # Its settings and flags are read before torch loads (ARCHITECTURE.md, "Flags first, then torch"); the controls
