@@ -130,3 +130,12 @@ def test_pipeline_vs_memory_says_device_decode_is_not_in_a_bake_without_it(capsy
     assert load_script("pipeline_vs_memory.py").main(["--decode", "device"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "skipped: --decode device is not in this bake (the gpu_decode answer brings it)"]
+
+
+@pytest.mark.slow  # subprocesses that each import torch
+def test_startup_prints_each_answer_time_and_their_medians():
+    """startup.py times train.py's refusal, --help and first optimizer step, and prints the medians."""
+    result = run_script("startup.py", "--repeats", "1", "--workers", "0", "--batch-size", "4")
+    assert result.returncode == 0, result.stderr
+    for measure in ("error", "help", "step"):
+        assert re.search(rf"^median {measure}\s+train\.py \d+\.\d+ s$", result.stdout, re.MULTILINE), result.stdout

@@ -165,7 +165,8 @@ def test_threads_reach_torch_once_the_settings_are_settled_and_before_the_run_is
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
     cores = settings.usable_cores()  # --threads is bounded by the cores this process may use
-    absent = ["--data", str(tmp_path / "absent"), "--device", "cpu", "--out", str(tmp_path / "run")]
-    assert train.main(["--threads", str(cores), *absent]) == 2
-    assert train.main(absent) == 2
+    (tmp_path / "data").mkdir()  # no train/ or val/: refused once the data is read, after the threads are set
+    unreadable = ["--data", str(tmp_path / "data"), "--device", "cpu", "--out", str(tmp_path / "run")]
+    assert train.main(["--threads", str(cores), *unreadable]) == 2
+    assert train.main(unreadable) == 2
     assert calls == [cores, 1] and not (tmp_path / "run").exists()

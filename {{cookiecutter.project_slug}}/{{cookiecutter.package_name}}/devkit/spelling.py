@@ -29,6 +29,7 @@ UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 # torch's own spelling of a device: a kind, and an index without sign, space or leading zero ('cuda:01' is refused)
 _KIND_INDEX = re.compile(rf"({'|'.join(KINDS)})(?::(0|[1-9][0-9]*))?\Z", re.ASCII)
 SPELLINGS = "auto, auto:free[:MIN], cpu, cuda[:N], GPU-<uuid>, mps, xpu[:N]"
+_TABLE = f"python -m {__package__}"  # the device table: what this machine has
 
 
 def check_device_spelling(spec: str) -> None:
@@ -41,4 +42,5 @@ def check_device_spelling(spec: str) -> None:
         if match and (not match.group(1) or match.group(2) in UNITS):
             return
         raise DeviceError(f"unknown device {spec!r}: auto:free takes a minimum such as auto:free:8GiB")
-    raise DeviceError(f"unknown device {spec!r}; spell it as one of {SPELLINGS}")
+    raise DeviceError(f"unknown device {spec!r}; spell it as one of {SPELLINGS} ({_TABLE} lists those available "
+                      "here)")
