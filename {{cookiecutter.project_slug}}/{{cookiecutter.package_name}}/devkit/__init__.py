@@ -21,11 +21,11 @@ stricter twin here:
                                                          weights_only-loadable files
     autocast + GradScaler by hand                        precision.py: make_policy(name, device)
 
-Modules: backends.py (what the machine has, DeviceError), resolve.py (specs), gpus.py (GPU
-identity and free memory), placement.py (module_device, move_to, same_device, data_parallel),
-guard.py (DeviceGuard, device_report), checkpoint.py and atomic.py, precision.py, edge.py (main()'s
-exit codes). README.md: adopting it in an existing project. `python -m <package>.devkit [SPEC]`
-prints the device table and what SPEC resolves to.
+Modules: backends.py (what the machine has), spelling.py (a spec's spelling, DeviceError and PrecisionError,
+without torch), resolve.py (specs), gpus.py (GPU identity and free memory), placement.py (module_device,
+move_to, same_device, data_parallel), guard.py (DeviceGuard, device_report), checkpoint.py and atomic.py
+(CheckpointError), precision.py, edge.py (main()'s exit codes). README.md: adopting it in an existing project.
+`python -m <package>.devkit [SPEC]` prints the device table and what SPEC resolves to.
 """
 
 import importlib
