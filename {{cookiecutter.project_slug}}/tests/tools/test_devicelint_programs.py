@@ -221,6 +221,57 @@ def test_an_availability_flag_set_in_the_entry_script_guards_other_files(tmp_pat
     assert tree_codes(tmp_path, files) == []
 
 
+def test_a_checked_flag_passed_on_and_held_on_self_guards(tmp_path: Path) -> None:
+    """`use_cuda = torch.cuda.is_available()`, `Net(cuda=use_cuda)`, `self.cuda = cuda`, `if self.cuda:`: every
+    caller passes a flag an availability check set, so the guard is real."""
+    files = {
+        ".git/HEAD": "ref: refs/heads/main\n",
+        "model.py": """
+            import torch
+
+            class Trainer:
+                def __init__(self, cuda=True):
+                    self.cuda = cuda
+                    self.model = torch.nn.Linear(2, 2)
+                    if self.cuda:
+                        self.model.cuda()
+            """,
+        "train.py": """
+            import torch
+            from model import Trainer
+
+            use_cuda = torch.cuda.is_available()
+            trainer = Trainer(cuda=use_cuda)
+            """,
+    }
+    assert tree_codes(tmp_path, files) == []
+
+
+def test_a_flag_a_file_sets_to_true_itself_is_no_guard_whatever_another_file_checks(tmp_path: Path) -> None:
+    """demo.py's own `use_cuda = True` guards nothing, though camera.py passes a checked flag to a `use_cuda`
+    parameter elsewhere: a name one file binds only to True is not the other's."""
+    files = {
+        ".git/HEAD": "ref: refs/heads/main\n",
+        "utils.py": "def detect(model, image, use_cuda=1):\n    return model(image)\n",
+        "camera.py": """
+            import torch
+            from utils import detect
+
+            CUDA = torch.cuda.is_available()
+            detect(None, None, CUDA)
+            """,
+        "demo.py": """
+            import torch
+
+            use_cuda = True
+            model = torch.nn.Linear(2, 2)
+            if use_cuda:
+                model.cuda()
+            """,
+    }
+    assert tree_codes(tmp_path, files) == [("demo.py", 7, "DEV001")]
+
+
 def test_an_unused_parameters_device_default_is_not_reported() -> None:
     """`device="cuda:0"` that the function never reads places nothing; a read one is still a hidden default."""
     unused = "class Head:\n    def __init__(self, dim, device='cuda:0'):\n        self.dim = dim\n"
