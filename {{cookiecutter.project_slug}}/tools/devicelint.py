@@ -1671,20 +1671,25 @@ class _Project:
             if _dotted(call.func) in ("torch.save", "torch.jit.save"):
                 targets = facts._paths(call)
             elif depth > 0:
-                targets = [arg for f, d in self.resolve(facts, call.func) for (found, given) in
-                           [self.written(f, d, depth - 1)] for arg in
-                           [*_passed(call, d, given), *(ast.Constant(k) for k in found)]]
+                targets = []
+                for f, d in self.resolve(facts, call.func):
+                    found, given = self.written(f, d, depth - 1)
+                    keys.update(found)
+                    targets += _passed(call, d, given)
             else:
                 continue
             for target in targets:
                 if isinstance(target, ast.Name) and target.id in params:
                     names.add(target.id)
-                elif isinstance(target, ast.Constant) and isinstance(target.value, str) and "(" in target.value:
-                    keys.add(target.value)  # a key found in a callee, carried as it is
                 else:
-                    key = facts._path_key(target)
+                    key = _attribute_key(target) or facts._path_key(target)
                     if "(" not in key or isinstance(target, ast.Attribute):
                         keys.add(key)  # a file name, or `self.best_path`: not a local name of the callee
+        for call in (c for c in facts.walk(node) if isinstance(c, ast.Call) and _dotted(c.func) in _COPIES):
+            source = call.args[0] if len(call.args) > 1 else None  # `shutil.copyfile(last, best)` of a saved file
+            if source is not None and ((_attribute_key(source) or facts._path_key(source)) in keys or
+                                       isinstance(source, ast.Name) and source.id in names):
+                keys.add(_attribute_key(call.args[1]) or facts._path_key(call.args[1]))
         self._written[memo] = frozenset(keys), frozenset(names)
         return self._written[memo]
 
@@ -1693,14 +1698,15 @@ class _Project:
         (through helpers, methods, objects' __call__; a helper's path parameter given the same path), or every
         call of the function around `at` (at least one) comes after such a save, the path mapped through the
         function's parameter it is (`read(path)` called as `read(args.ckpt)` after `write(m, args.ckpt)`)."""
-        key = facts._path_key(path)
+        key = _attribute_key(path) or facts._path_key(path)
         function = facts._function_of(at)
         for call in facts.walk(function):
             if isinstance(call, ast.Call) and call.lineno < at.lineno and facts._function_of(call) is function \
                     and not facts.exclusive(call, at):
                 for f, d in self.resolve(facts, call.func):
-                    found, given = self.written(f, d, 2)
-                    if key in found or any(facts._path_key(a) == key for a in _passed(call, d, given)):
+                    found, given = self.written(f, d, 3)
+                    if key in found or any((_attribute_key(a) or facts._path_key(a)) == key
+                                           for a in _passed(call, d, given)):
                         return True
         if depth <= 0 or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
@@ -2498,6 +2504,15 @@ def _no_tensors(facts: _FileFacts, value: ast.AST, at: ast.AST, depth: int) -> b
                  any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)]
         return depth > 0 and len(bound) == 1 and _no_tensors(facts, bound[0].value, bound[0], depth - 1)
     return False
+
+
+_COPIES = {"shutil.copyfile", "shutil.copy", "shutil.copy2"}
+
+
+def _attribute_key(path: ast.AST) -> str:
+    """A path held in an attribute, known by the attribute's name (`self.best_path`, `args.save_path`: the same
+    setting read through another object), unless a file name in it says more."""
+    return f"attribute {path.attr}" if isinstance(path, ast.Attribute) else ""
 
 
 def _passed(call: ast.Call, function: ast.AST, names: Iterable[str]) -> list[ast.AST]:

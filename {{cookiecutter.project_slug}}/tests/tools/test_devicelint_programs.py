@@ -126,6 +126,52 @@ def test_a_save_helper_in_another_file_pairs_with_the_load_by_its_parameter(tmp_
     assert ("checkpoints.py", 8, "DEV004") in tree_codes(tmp_path, files)
 
 
+def test_the_best_copy_of_a_checkpoint_saved_three_calls_deep_pairs(tmp_path: Path) -> None:
+    """`fit()` -> `train_one()` -> `save_checkpoint()` saves last.pth and copies it to model_best.pth, which `test()`
+    reloads after `fit()` in the same `main()`."""
+    files = {
+        ".git/HEAD": "ref: refs/heads/main\n",
+        "utils.py": """
+            import os
+            import shutil
+            import torch
+
+            def save_checkpoint(state, is_best, folder):
+                last = os.path.join(folder, "last.pth")
+                torch.save(state, last)
+                if is_best:
+                    shutil.copyfile(last, os.path.join(folder, "model_best.pth"))
+            """,
+        "train.py": """
+            import argparse
+            import os
+            import torch
+            from utils import save_checkpoint
+
+            def train_one(model, args):
+                save_checkpoint({"state_dict": model.state_dict()}, True, args.save_dir)
+
+            def fit(model, args):
+                for _ in range(2):
+                    train_one(model, args)
+
+            def test(model, opt):
+                model.load_state_dict(torch.load(os.path.join(opt.save_dir, "model_best.pth"))["state_dict"])
+
+            def main():
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--save_dir", default="runs")
+                args = parser.parse_args()
+                model = torch.nn.Linear(2, 2).to("cuda" if torch.cuda.is_available() else "cpu")
+                fit(model, args)
+                test(model, args)
+
+            main()
+            """,
+    }
+    assert tree_codes(tmp_path, files) == []
+
+
 def test_a_save_in_the_other_branch_of_an_if_does_not_pair(tmp_path: Path) -> None:
     """`if args.restart: model.save(path) else: model.load(path)`: the load runs when the save did not."""
     files = {
