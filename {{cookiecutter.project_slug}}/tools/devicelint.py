@@ -5,6 +5,7 @@ Usage::
 
     python tools/devicelint.py                    # what pyproject's [tool.devicelint] paths names, else the project
     python tools/devicelint.py PATH...            # files or folders (recurses into *.py), linted as one tree
+                                                  # (a folder that holds several projects: one project at a time)
     python tools/devicelint.py --porting PATH...  # every .cuda(), guarded or not, and the opt-in rules too
     python tools/devicelint.py --list-rules       # codes and one-line descriptions
     python tools/devicelint.py --explain DEV003   # why a rule exists and how to fix it
@@ -65,20 +66,27 @@ A flag something only wishes on guards nothing: ``--cuda default=True``, ``--gpu
 ``--gpu_ids default="0"``, a parameter every caller passes ``gpu=True``, ``cuda = not no_cuda``, another
 script's option on by default; nor does a flag asking for the CPU that no availability check sets
 (``"cpu" if args.no_cuda else "cuda"``, ``--cpu`` store_true): left at its default, the GPU path runs.
-Flags are told by their words: ``use_cuda``, ``n_gpu``, ``gpu_ids``, not ``output_path``; one set by
+Flags are told by their words: ``use_cuda``, ``n_gpu``, ``gpu_ids``, not ``output_path``; a flag an availability
+check sets is followed across files through attributes (``args.use_gpu = ... torch.cuda.is_available()`` in the
+entry script, ``if self.args.use_gpu:`` elsewhere) and names passed on (``Net(cuda=use_cuda)``, ``self.cuda``), but
+a name a file binds only to True stays its own wish; one set by
 assignment also by its owner (``cfg.CUDA = True`` is not ``args.cuda``), and ``args.cuda > 0`` of an
 option off by default asks like ``args.cuda``. A config constant wishes too: ``GPU = cfg["gpu_train"]`` where
 every config dict sets the key True, ``cfg.model.cuda`` of a config class field ``cuda: bool = True``. A type test
 (``isinstance(x, torch.cuda.FloatTensor)``) makes no tensor; a device name only compared or formatted
 (``"torch." + DEVICE + ".FloatTensor"``) places none.
 
-Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name, or
-every caller passes the device: a private helper's, or in an application any function's or class's),
+Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name, never
+read, or every caller passes the device: a private helper's, or in an application any function's or class's),
 ``add_argument("--device", default="cuda")`` (any option whose default names an accelerator), ``device_map="cuda"``,
 ``getattr(args, "device", "cuda")``, ``cfg.get("device", "cuda")``, ``torch.set_default_device("cuda")``, and
 a literal passed by position to a parameter named for a device (``model.sample(8, "cuda")``).
 A file this process just wrote (also through a helper called earlier in the function, such as an
-early-stopping object that saves the best model), or that a checked file saves from CPU tensors
+early-stopping object that saves the best model; a save up to three calls deep, a method of the same class, a
+helper given the same path for its path parameter, a `shutil.copyfile` of a saved file; or before every call of
+the function holding the load: `trainer.fit()` then `trainer.test(load=True)`; not from the other branch of an
+`if`, and not in a process that only loads), or whose every save in the checked files writes no tensors (a
+config, counters, CPU random states), or that a checked file saves from CPU tensors
 (``torch.save(feats.cpu(), "feats.pt")``), loads anywhere: no map_location is asked for; nor in a data set
 class (``class FooDataset``, a ``*Dataset`` base), whose files hold what data processing made on the host; nor,
 in a test, a path from pytest's ``tmp_path`` or from ``__file__`` (the repository's own test data), also through
@@ -2148,7 +2156,8 @@ class _Checker(ast.NodeVisitor):
         params = function.args.posonlyargs + function.args.args
         for param, default in _parameter_defaults(function.args):
             if "device" in param.arg and not _names_only(ast.Name(param.arg), self.facts, function) \
-                    and self._reads(function, param.arg) and not self._always_passed(function, param.arg, params.index(param) if param in params else -1):
+                    and self._reads(function, param.arg) \
+                    and not self._always_passed(function, param.arg, params.index(param) if param in params else -1):
                 self.report_device(default, _device_literals(default, self.facts), default=True)
 
     def _reads(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:

@@ -321,7 +321,7 @@ def test_a_flag_a_file_sets_to_true_itself_is_no_guard_whatever_another_file_che
 def test_an_unused_parameters_device_default_is_not_reported() -> None:
     """`device="cuda:0"` that the function never reads places nothing; a read one is still a hidden default."""
     unused = "class Head:\n    def __init__(self, dim, device='cuda:0'):\n        self.dim = dim\n"
-    used = "class Head:\n    def __init__(self, dim, device='cuda:0'):\n        self.w = torch.zeros(dim, device=device)\n"
+    used = unused.replace("self.dim = dim", "self.w = torch.zeros(dim, device=device)")
     assert [f.code for f in devicelint.lint_source(unused, "heads.py")] == []
     assert [f.code for f in devicelint.lint_source(used, "heads.py")] == ["DEV002"]
 
