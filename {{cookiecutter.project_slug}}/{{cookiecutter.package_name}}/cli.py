@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import config
-from .devkit.edge import EXIT_BAD_INPUT, ArgumentParser  # the CLIs' parser: a bad flag is one line and exit 2
 from .devkit.atomic import CheckpointError
+from .devkit.edge import EXIT_BAD_INPUT, ArgumentParser  # the CLIs' parser: a bad flag is one line and exit 2
 from .devkit.spelling import check_device_spelling
 from .errors import EXPLAINED_FAILURES, USER_ERRORS, ConfigError, one_line
 

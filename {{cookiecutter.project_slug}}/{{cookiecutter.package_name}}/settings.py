@@ -5,7 +5,8 @@ Precedence, lowest first: the project's generated defaults (TrainConfig), a `--c
 parsed with `argparse.SUPPRESS` defaults, so the parsed namespace holds exactly the flags the
 user typed: no `None` stands for "not given". `Settled.explicit` names every setting the user
 chose (by flag or file); train.py uses it where an explicit request must be refused rather than
-fall back (--precision, --parallel, --pretrained).
+fall back (--precision, --parallel, --pretrained). `parse` needs no torch (a typo or --help answers at once);
+`finish` completes the settings with it (the optimizer's defaults, the backbone's and the registries' names).
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ import importlib
 # Each name and the module that defines it. They load when first used (PEP 562's module __getattr__), so
 # `from devkit.spelling import ...` or `devkit.edge` stays free of torch: a script checks its flags first.
 _HOME = {
-    "DeviceError": "spelling", "available_devices": "backends", "resolve_device": "resolve", "describe_device": "resolve",
+    "DeviceError": "spelling", "available_devices": "backends", "resolve_device": "resolve",
+    "describe_device": "resolve",
     "GpuInfo": "gpus", "gpu_info": "gpus", "device_identity": "gpus", "index_order_warning": "gpus",
     "module_device": "placement", "DeviceAwareMixin": "placement", "move_to": "placement", "on_device": "placement",
     "use_device": "placement", "same_device": "placement", "data_parallel": "placement",
