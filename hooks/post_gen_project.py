@@ -135,7 +135,7 @@ def print_next_steps() -> None:
         "  python train.py --epochs 3                # trains on the built-in demo data\n"
         "  python evaluate.py runs/latest/best.pt    # accuracy, per-class table, confusion matrix\n"
         "  python predict.py runs/latest/best.pt data/demo/val/circle --topk 2\n"
-        '  python -m pytest -m "not slow"            # the device-consistency suite\'s quick tier\n'
+        '  python -m pytest -m "not slow" -n auto    # the device-consistency suite\'s quick tier\n'
         f"  python -m {ANSWERS['package_name']}.devkit          # what devices this machine has\n"
         "runs/latest is the newest run made without --out; a run with --out DIR leaves it alone: "
         "use DIR/best.pt.\n"

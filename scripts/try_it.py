@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Checkpoints, metrics.csv and the curves are in {out}")
         # The interpreter that trained (the template's uv environment), not whatever `python` is on PATH
         # The quick tier (minutes); the whole suite adds real training runs
-        print(f"Next: cd {project} && {sys.executable} -m pytest -m 'not slow'")
+        print(f"Next: cd {project} && {sys.executable} -m pytest -m 'not slow' -n auto")
     return code
 
 

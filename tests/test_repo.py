@@ -98,4 +98,4 @@ def test_try_it_bakes_defaults_and_runs_train_with_this_interpreter(tmp_path, mo
     assert str(project) in printed and str(project / "runs" / "try-it") in printed
     if train_exit == 0:  # the next step it suggests is the quick tier (minutes), not the whole suite
         (suggestion,) = [line for line in printed.splitlines() if line.startswith("Next:")]
-        assert suggestion.endswith(f"{sys.executable} -m pytest -m 'not slow'"), suggestion
+        assert suggestion.endswith(f"{sys.executable} -m pytest -m 'not slow' -n auto"), suggestion
