@@ -80,7 +80,8 @@ def test_the_readme_commands_install_uv_where_pip_refuses_and_run_through_it(sto
     installs = {command.split(" && ")[0] for command in commands}
     assert len(installs) == 1, installs
     clone = tmp_path / "clone"
-    shutil.copytree(TEMPLATE, clone, ignore=shutil.ignore_patterns(".git", ".venv", ".uv", ".scratch", "__pycache__"))
+    shutil.copytree(TEMPLATE, clone, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".uv", ".scratch", ".gpu-bakes", ".whl", "runs", "gpu-check-out", "__pycache__"))
     install = in_shell(installs.pop(), clone, stock_python)
     assert install.returncode == 0, describe(install)
     appended = {"cookiecutter": " --no-input", "pytest": " --collect-only -q tests/test_repo.py"}
