@@ -19,9 +19,10 @@ import urllib.parse
 import torch
 from torch import nn
 
-from .backbones import default_weights, resolve_backbone
+from .backbones import ImportedBackbone, default_weights, resolve_backbone
+from .backbones_timm import TimmBackbone
 from .devkit import DeviceAwareMixin, module_device
-from .errors import UserError
+from .errors import UserError, one_line
 
 
 class WeightsError(UserError):
@@ -29,13 +30,22 @@ class WeightsError(UserError):
 
 
 def weights_file(backbone_name: str) -> str:
-    """Where torch hub keeps this backbone's default ImageNet weights."""
+    """Where torch hub keeps this backbone's default ImageNet weights (a timm model: where it reads its own)."""
+    if isinstance(spec := resolve_backbone(backbone_name), TimmBackbone):
+        return spec.weights_location()
     name = os.path.basename(urllib.parse.urlparse(default_weights(backbone_name).url).path)
     return os.path.join(torch.hub.get_dir(), "checkpoints", name)
 
 
 def pretrained_state_dict(backbone_name: str) -> dict[str, torch.Tensor]:
     """The default ImageNet weights, from the hub cache or downloaded into it, loaded safely."""
+    if isinstance(spec := resolve_backbone(backbone_name), TimmBackbone):
+        try:
+            return spec.pretrained_state()
+        except (OSError, RuntimeError) as error:  # offline and not cached, no weights, a file that is no state
+            raise WeightsError(f"pretrained {backbone_name} weights could not be loaded ({one_line(error)}); they are "
+                               f"read from {spec.weights_location()}: fetch them once online or pass "
+                               "--no-pretrained") from None
     weights = default_weights(backbone_name)
     try:
         return weights.get_state_dict(progress=True, check_hash=True, weights_only=True, map_location="cpu")
@@ -53,7 +63,7 @@ def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> t
     """
     if not requested:
         return False, None
-    if resolve_backbone(backbone_name).weights is None:  # your own module: its code loads any weights it wants
+    if isinstance(resolve_backbone(backbone_name), ImportedBackbone):  # your own module: its code loads any weights it wants
         if explicit:
             raise WeightsError(f"--pretrained loads torchvision's ImageNet weights; {backbone_name} is your own "
                                "module, which loads its own: pass --no-pretrained")
