@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from typing import Any
 
 import torch
@@ -70,12 +69,13 @@ class TimmBackbone:
         return int(self.data_config()["input_size"][-1])
 
     def fit_image_size(self, size: int) -> int:
-        """`size` for convolutional models; models built for one size take whole patches (multiples of 32, or
-        of the patch in the name)."""
+        """`size` for convolutional models; models built for one size take whole patches (a ViT's patch size, else
+        multiples of 32: CoAtNet's and MaxViT's windows)."""
         if not self.cfg.get("fixed_input_size"):
             return size
-        patch = re.search(r"patch(\d+)", self.model_name)
-        step = int(patch.group(1)) if patch else 32
+        with building_on(torch.device("meta")):  # no memory, no values: only its patch size is read
+            patch = getattr(self.timm.create_model(self.model_name, num_classes=0), "patch_embed", None)
+        step = max(getattr(patch, "patch_size", None) or (32,))
         return -(-size // step) * step
 
     def weights_location(self) -> str:
