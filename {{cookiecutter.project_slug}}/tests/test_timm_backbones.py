@@ -146,8 +146,9 @@ def test_a_checkpoint_naming_a_timm_model_is_refused_in_one_line_without_timm(ti
              "image_size": 32, "epoch": 1}
     path = save_checkpoint(tmp_path / "best.pt", state)
     done = _without_timm("predict", str(path), str(next((tiny_data / "val").rglob("*.png"))), "--device", "cpu")
-    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
-        "error: --backbone timm/test_resnet needs the timm package: pip install -e '.[timm]'"], done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: {path}") and lines[0].endswith("needs the timm package: pip install -e '.[timm]'")
 
 
 @needs_timm
@@ -168,6 +169,36 @@ def test_pretrained_weights_at_another_size_are_resized_by_timm(hub):
     _hub_weights(hub, "timm/test_vit.r160_in1k", _imagenet_state("test_vit"))
     model = build_model("timm/test_vit", 3, pretrained=True, device=CPU, image_size=64)
     assert model(torch.zeros(1, 3, 64, 64)).shape == (1, 3)
+
+
+@needs_timm
+def test_a_weights_file_the_user_names_is_loaded_and_the_run_starts_from_it(hub, tiny_data, tmp_path):
+    """--pretrained-file FILE (timm's pretrained_cfg_overlay): its weights, not the hub's, start the run."""
+    from safetensors.torch import save_file
+
+    state = _imagenet_state("test_resnet")
+    save_file(state, tmp_path / "mine.safetensors")
+    out = tmp_path / "run"
+    assert train_one_thread(train_command(tiny_data, out, 0, False, (
+        "--backbone", "timm/test_resnet", "--pretrained-file", str(tmp_path / "mine.safetensors"), "--epochs", "1",
+        "--lr", "1e-12"))[2:]) == 0  # a step too small to move the weights away from the file's
+    trained = load_cpu(out / "last.pt")["model"]
+    parameters = [key for key in state if not key.startswith("fc.") and "running_" not in key and "num_batches" not in key]
+    assert all(torch.allclose(trained[f"backbone.{key}"], state[key], atol=1e-6) for key in parameters)
+    assert json.loads((out / "config.json").read_text())["pretrained_file"].endswith("mine.safetensors")
+
+
+@needs_timm
+def test_a_pretrained_file_for_a_torchvision_backbone_or_a_missing_file_is_exit_2(tmp_path, capsys):
+    import train
+
+    for backbone, file in (("resnet18", tmp_path / "config.json"), ("timm/test_resnet", tmp_path / "missing")):
+        (tmp_path / "config.json").write_text("{}")
+        code = train.main(["--backbone", backbone, "--pretrained-file", str(file), "--device", "cpu",
+                           "--out", str(tmp_path / "run")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "--pretrained-file" in err[0], err
+    assert not (tmp_path / "run").exists()
 
 
 class Payload:  # a pickled object: what a weights file must never be allowed to run
