@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import HANG_S, train_one_thread
-from run_helpers import PROJECT, EPOCHS, assert_same_run, killed_at, load_cpu, train_command, train_env
+from run_helpers import EPOCHS, PROJECT, assert_same_run, killed_at, load_cpu, train_command, train_env
 
 import evaluate
 import export
@@ -148,7 +148,8 @@ def test_a_checkpoint_naming_a_timm_model_is_refused_in_one_line_without_timm(ti
     done = _without_timm("predict", str(path), str(next((tiny_data / "val").rglob("*.png"))), "--device", "cpu")
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert lines[0].startswith(f"error: {path}") and lines[0].endswith("needs the timm package: pip install -e '.[timm]'")
+    assert lines[0].startswith(f"error: {path}")
+    assert lines[0].endswith("needs the timm package: pip install -e '.[timm]'")
 
 
 @needs_timm
@@ -183,7 +184,7 @@ def test_a_weights_file_the_user_names_is_loaded_and_the_run_starts_from_it(hub,
         "--backbone", "timm/test_resnet", "--pretrained-file", str(tmp_path / "mine.safetensors"), "--epochs", "1",
         "--lr", "1e-12"))[2:]) == 0  # a step too small to move the weights away from the file's
     trained = load_cpu(out / "last.pt")["model"]
-    parameters = [key for key in state if not key.startswith("fc.") and "running_" not in key and "num_batches" not in key]
+    parameters = [key for key in state if not key.startswith("fc.") and "running_" not in key and "batches" not in key]
     assert all(torch.allclose(trained[f"backbone.{key}"], state[key], atol=1e-6) for key in parameters)
     assert json.loads((out / "config.json").read_text())["pretrained_file"].endswith("mine.safetensors")
 

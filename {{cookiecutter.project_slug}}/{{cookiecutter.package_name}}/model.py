@@ -76,7 +76,7 @@ def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool,
     if not requested:
         return False, None
     explicit = explicit or pretrained_file is not None
-    if isinstance(resolve_backbone(backbone_name), ImportedBackbone):  # your own module: its code loads any weights it wants
+    if isinstance(resolve_backbone(backbone_name), ImportedBackbone):  # your own module: its code loads its weights
         if explicit:
             raise WeightsError(f"--pretrained loads torchvision's ImageNet weights; {backbone_name} is your own "
                                "module, which loads its own: pass --no-pretrained")
@@ -87,7 +87,7 @@ def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool,
         # Unasked-for, a failed attempt is one note, not torch hub's "Downloading ..." line and progress bar too.
         quiet = contextlib.nullcontext() if explicit else contextlib.redirect_stdout(io.StringIO())
         with quiet, contextlib.redirect_stderr(sys.stderr if explicit else io.StringIO()):
-            pretrained_state_dict(backbone_name, pretrained_file)  # downloads into the hub cache once, or finds it there
+            pretrained_state_dict(backbone_name, pretrained_file)  # downloads into the hub cache once, or finds it
     except WeightsError:
         if explicit:
             raise

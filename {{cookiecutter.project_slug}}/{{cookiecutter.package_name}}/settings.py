@@ -102,8 +102,9 @@ def _data_flags(p: argparse.ArgumentParser, choices: dict) -> None:
 
 def _model_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--backbone", help="a torchvision classification model name, or your own nn.Module as "
-                   "package.module:ClassOrFactory (importable, e.g. on PYTHONPATH; see backbones.py)"
+    g.add_argument("--backbone", help="a torchvision classification model name, timm/NAME for a timm model (the "
+                   "[timm] extra), or your own nn.Module as package.module:ClassOrFactory (importable, e.g. on "
+                   "PYTHONPATH; see backbones.py)"
                    + _default("backbone"))
     g.add_argument("--pretrained", action=argparse.BooleanOptionalAction,
                    help="start from ImageNet weights (needs a download or a cached file)" + _default("pretrained"))
