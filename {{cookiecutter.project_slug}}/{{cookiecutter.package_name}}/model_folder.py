@@ -160,21 +160,16 @@ def card(values: dict[str, Any], state: dict[str, Any], environment: dict[str, A
 
 
 def _loading(values: dict[str, Any]) -> list[str]:
-    if values.get("timm"):
-        return ["```python", "import json, timm", "from safetensors.torch import load_file",
-                'config = json.load(open("config.json")); recipe = config["timm"]',
-                'model = timm.create_model(recipe["model"], num_classes=len(config["class_names"]), '
-                '**recipe["kwargs"]).eval()',
-                'model.load_state_dict({recipe["keys"].get(k, k.removeprefix("backbone.")): v '
-                'for k, v in load_file("model.safetensors").items()})', "```"]
-    if values.get("torchvision") is None:
+    library = "timm" if values.get("timm") else "torchvision"
+    if values.get(library) is None:
         return [f"`{values['backbone']}` is not rebuilt by torchvision's builder with this head (your own module, or "
                 f"a classifier that is not a last Linear layer): build the backbone without its classifier, add "
                 f"`head = nn.Linear(features, {len(values['class_names'])})`, and load model.safetensors into both "
                 "(keys `backbone.*` and `head.*`), or use this project's predict.py."]
-    return ["```python", "import json, torchvision", "from safetensors.torch import load_file",
-            'config = json.load(open("config.json")); recipe = config["torchvision"]',
-            'model = torchvision.models.get_model(config["backbone"], num_classes=len(config["class_names"]), '
-            '**recipe["kwargs"]).eval()',
+    builder = {"timm": 'timm.create_model(recipe["model"]',
+               "torchvision": 'torchvision.models.get_model(config["backbone"]'}
+    return ["```python", f"import json, {library}", "from safetensors.torch import load_file",
+            f'config = json.load(open("config.json")); recipe = config["{library}"]',
+            f'model = {builder[library]}, num_classes=len(config["class_names"]), **recipe["kwargs"]).eval()',
             'model.load_state_dict({recipe["keys"].get(k, k.removeprefix("backbone.")): v '
             'for k, v in load_file("model.safetensors").items()})', "```"]
