@@ -59,6 +59,14 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 HANG_S = float(os.environ.get("TEST_HANG_S", "1800"))
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which the [test] extra installs
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (the README's quick tier): one worker a CPU this process may use, at most four (each imports torch
+    and starts its tests' runs; more buys little on a laptop and costs memory on a large machine)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(4, usable))
+
+
 def _device_params() -> list:
     """cpu and meta always; cuda and cuda:1 as marked params that skip cleanly when absent."""
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
