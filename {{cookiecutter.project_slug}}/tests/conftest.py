@@ -49,6 +49,10 @@ os.environ["WANDB_MODE"] = "offline"
 SESSION_TORCH_HOME = tempfile.mkdtemp(prefix="pytest-torch-home-")
 atexit.register(shutil.rmtree, SESSION_TORCH_HOME, ignore_errors=True)
 os.environ["TORCH_HOME"] = SESSION_TORCH_HOME
+# The same for timm's weights (the Hugging Face hub's cache), read offline: a test that wants weights writes them there.
+os.environ["HF_HOME"] = os.path.join(SESSION_TORCH_HOME, "huggingface")
+os.environ.pop("HF_HUB_CACHE", None)
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 # How long a test waits on a child process before calling it hung. A hang guard, never a speed limit: generous, so
 # a loaded machine makes the suite slower but not red (timings belong in benchmarks/). TEST_HANG_S changes it.

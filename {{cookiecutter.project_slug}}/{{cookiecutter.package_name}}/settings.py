@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 
 from . import cli, config, hooks, plugins
 from .config import usable_cores  # also settings.usable_cores: the bound --threads is checked against
@@ -43,6 +44,7 @@ MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch w
 MAY_CHANGE_ON_RESUME = frozenset({
     "epochs", "workers", "device", "logger", "save_every_minutes", "max_bad_fraction", "data", "out", "resume",
     "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
+    "pretrained_file",
     "threads", "decode", "allow_import", "progress",
 })
 
@@ -112,11 +114,14 @@ def _data_flags(p: argparse.ArgumentParser, choices: dict) -> None:
 
 def _model_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--backbone", help="a torchvision classification model name, or your own nn.Module as "
-                   "package.module:ClassOrFactory (importable, e.g. on PYTHONPATH; see backbones.py)"
+    g.add_argument("--backbone", help="a torchvision classification model name, timm/NAME for a timm model (the "
+                   "[timm] extra), or your own nn.Module as package.module:ClassOrFactory (importable, e.g. on "
+                   "PYTHONPATH; see backbones.py)"
                    + _default("backbone"))
     g.add_argument("--pretrained", action=argparse.BooleanOptionalAction,
                    help="start from ImageNet weights (needs a download or a cached file)" + _default("pretrained"))
+    g.add_argument("--pretrained-file", metavar="FILE", help="a timm model's pretrained weights from this file "
+                   "(.safetensors, or a tensors-only torch file) instead of the Hugging Face hub")
     g.add_argument("--init-from", metavar="CKPT",
                    help="start from this checkpoint's weights (a fresh head if its classes differ)")
     g.add_argument("--allow-import", action="append", metavar="PATH", help="let a checkpoint or --config file "
@@ -250,6 +255,9 @@ def check(cfg: config.TrainConfig, installed: list = ()) -> None:
     torch the backbone's name and image size and the registries' names (--augment, --optimizer, --schedule)."""
     check_flags(cfg, installed)
     backbones.resolve_backbone(cfg.backbone)
+    if cfg.pretrained_file is not None and not (backbones.backbones_timm.is_timm_name(cfg.backbone)
+                                                and os.path.isfile(cfg.pretrained_file)):
+        raise ConfigError(f"--pretrained-file {cfg.pretrained_file}: name a weights file, for a timm/NAME backbone")
     if cfg.image_size:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
     for problem in recipe.check_config(cfg):

@@ -15,6 +15,7 @@ from ..config import MAX_IMAGE_SIZE, MIN_IMAGE_SIZE  # the range --image-size is
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+INTERPOLATIONS = ("bilinear", "bicubic", "nearest", "nearest-exact")  # what v2's resizes take on image tensors
 
 # --augment: each recipe is a list of v2 ops for the training split, chosen by name. `light` shifts, turns and
 # scales a little without mirroring, so digits, text and most scans stay what they are; `standard` adds
@@ -51,6 +52,7 @@ class Preprocessing:
     std: tuple[float, ...] = IMAGENET_STD
     reason: str = ""  # why this size: printed and saved in config.json
     augment: str = DEFAULT_AUGMENT  # a name in AUGMENTATIONS; used for the training split only
+    interpolation: str = "bilinear"  # how every resize samples (a timm model's weights may want bicubic)
 
     def to_dict(self) -> dict:
         """Plain values for config.json and checkpoints."""
@@ -70,6 +72,8 @@ class Preprocessing:
                 return f"{key} is {list(values)!r}; expected 3 finite numbers (R, G, B)"
         if not all(v > 0 for v in self.std):
             return f"std is {list(self.std)!r}; every value must be above 0"
+        if self.interpolation not in INTERPOLATIONS:
+            return f"interpolation is {self.interpolation!r}; expected one of {', '.join(INTERPOLATIONS)}"
         return None if self.augment in AUGMENTATIONS else f"augment is {self.augment!r}"
 
     @classmethod
@@ -79,9 +83,15 @@ class Preprocessing:
                       "std": tuple(values["std"])})
 
 
-def augmentation(name: str, image_size: int, resize_size: int | None = None) -> list[v2.Transform]:
-    """The training geometry of recipe `name` (KeyError for an unknown name; settings.py offers only known ones)."""
-    return AUGMENTATIONS[name](image_size, resize_size or image_size)
+def augmentation(name: str, image_size: int, resize_size: int | None = None,
+                 interpolation: str = "bilinear") -> list[v2.Transform]:
+    """The training geometry of recipe `name` (KeyError for an unknown name; settings.py offers only known ones),
+    every resize in it sampling with `interpolation`."""
+    geometry = AUGMENTATIONS[name](image_size, resize_size or image_size)
+    for op in geometry:
+        if hasattr(op, "interpolation"):  # the recipes stay two-argument functions
+            op.interpolation = v2.InterpolationMode(interpolation)
+    return geometry
 
 
 def build_transforms(image_size: int | Preprocessing, train: bool, *, normalize: bool = True) -> v2.Compose:
@@ -91,6 +101,6 @@ def build_transforms(image_size: int | Preprocessing, train: bool, *, normalize:
     conversion to float and normalisation run on the device (training/hardware.Hardware.batch), exactly.
     """
     prep = image_size if isinstance(image_size, Preprocessing) else Preprocessing(image_size)
-    geometry = augmentation(prep.augment if train else "none", prep.image_size, prep.resize_size)
+    geometry = augmentation(prep.augment if train else "none", prep.image_size, prep.resize_size, prep.interpolation)
     to_float = [v2.ToDtype(torch.float32, scale=True), v2.Normalize(prep.mean, prep.std)] if normalize else []
     return v2.Compose([v2.ToImage(), *geometry, *to_float])
