@@ -5,8 +5,7 @@ Precedence, lowest first: the project's generated defaults (TrainConfig), a `--c
 parsed with `argparse.SUPPRESS` defaults, so the parsed namespace holds exactly the flags the
 user typed: no `None` stands for "not given". `Settled.explicit` names every setting the user
 chose (by flag or file); train.py uses it where an explicit request must be refused rather than
-fall back (--precision, --parallel, --pretrained). `parse` needs no torch (a typo or --help answers at once);
-`finish` completes the settings with it (the optimizer's defaults, the backbone's and the registries' names).
+fall back (--precision, --parallel, --pretrained). `parse` needs no torch; `finish` completes the settings with it.
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ from .devkit.spelling import PRECISIONS
 from .errors import ConfigError
 from .training import progress
 
-# `parse` checks the flags without torch (ARCHITECTURE.md, "Flags first, then torch"); `finish` reads these with it:
-# the backbone's name and the registries behind --augment, --optimizer and --schedule (refused in the same line)
+# Read by `finish`, with torch: `parse` needs none (ARCHITECTURE.md, "Flags first, then torch")
 backbones = deferred(".backbones", __package__)
 optimization = deferred(".training.optimization", __package__)
 recipe = deferred(".training.recipe", __package__)
@@ -44,8 +42,7 @@ MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch w
 MAY_CHANGE_ON_RESUME = frozenset({
     "epochs", "workers", "device", "logger", "save_every_minutes", "max_bad_fraction", "data", "out", "resume",
     "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
-    "pretrained_file",
-    "threads", "decode", "allow_import", "progress",
+    "pretrained_file", "threads", "decode", "allow_import", "progress",
 })
 
 
@@ -213,8 +210,7 @@ def get_args_parser(installed: list | None = None) -> argparse.ArgumentParser:
 
 
 def check_flags(cfg: config.TrainConfig, installed: list = ()) -> None:
-    """Refuse values that cannot work (ConfigError) with the standard library only, before torch loads;
-    `installed` plugins check their own settings."""
+    """Refuse values that cannot work (ConfigError), without torch; `installed` plugins check their own settings."""
     for name in ("data", "out", "resume", "init_from"):  # '' would mean the current folder: a typo, not a plan
         if getattr(cfg, name) is not None and not str(getattr(cfg, name)).strip():
             raise ConfigError(f"--{name.replace('_', '-')} is empty; name a path, or leave the flag out")
@@ -251,8 +247,7 @@ def check_flags(cfg: config.TrainConfig, installed: list = ()) -> None:
 
 
 def check(cfg: config.TrainConfig, installed: list = ()) -> None:
-    """Refuse values that cannot work (ConfigError), before anything is built or written: check_flags, then with
-    torch the backbone's name and image size and the registries' names (--augment, --optimizer, --schedule)."""
+    """check_flags, then with torch the backbone's name and image size and the registries' names (ConfigError)."""
     check_flags(cfg, installed)
     backbones.resolve_backbone(cfg.backbone)
     if cfg.pretrained_file is not None and not (backbones.backbones_timm.is_timm_name(cfg.backbone)
@@ -271,8 +266,7 @@ def settle(argv: list[str] | None = None, installed: list | None = None) -> Sett
 
 
 def parse(argv: list[str] | None, installed: list) -> Settled:
-    """The flags, a --config file and the generated defaults as one TrainConfig, checked as far as the standard
-    library can (check_flags) before torch loads; `finish` completes it."""
+    """The flags, a --config file and the defaults as one TrainConfig, checked without torch (check_flags)."""
     given = vars(get_args_parser(installed).parse_args(argv))
     switches = {name: given.pop(name, False) for name in ("verbose", "debug_devices")}
     trusted = config.trusted_imports(given.get("backbone"), given.get("data"), *given.get("allow_import", []))
@@ -288,12 +282,10 @@ def parse(argv: list[str] | None, installed: list) -> Settled:
 
 
 def finish(settled: Settled, installed: list) -> Settled:
-    """With torch: the chosen --optimizer's own lr and weight decay where neither flag nor file gave one (the
-    TrainConfig defaults are AdamW's), then every check (ConfigError)."""
-    choice = optimization.OPTIMIZERS.get(settled.cfg.optimizer)
-    own = {} if choice is None else {"lr": choice.lr, "weight_decay": choice.weight_decay}
-    cfg = dataclasses.replace(settled.cfg, **{name: value for name, value in own.items()
-                                              if name not in settled.explicit})
+    """With torch: the --optimizer's own lr and weight decay where no flag or file gave one, then every check."""
+    choice = optimization.OPTIMIZERS.get(settled.cfg.optimizer)  # None: check refuses the name
+    own = {name: getattr(choice, name) for name in ("lr", "weight_decay") if choice and name not in settled.explicit}
+    cfg = dataclasses.replace(settled.cfg, **own)
     check(cfg, installed)
     return dataclasses.replace(settled, cfg=cfg)
 
