@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--batch-size must be at least 1, --workers and --mistakes-count at least 0")
     if args.mistakes_count > MAX_MISTAKES:  # each is an image kept on the device and a panel of one figure
         raise ConfigError(f"--mistakes-count must be at most {MAX_MISTAKES}, got {args.mistakes_count}")
-    device = config.configure_device(args.device)
+    device = config.compute_device(args.device)
     state = read_checkpoint(args)
     trained, class_names, prep = state["config"], list(state["class_names"]), run_state.preprocessing(state)
     # Measured as training measured it: the same loss, precision, memory format, uint8 batches normalised there
