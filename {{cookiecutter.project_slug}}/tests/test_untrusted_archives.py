@@ -186,9 +186,10 @@ def test_a_pt2_that_two_zip_readers_read_differently_is_refused_before_the_pickl
     reads it: an archive torch would load a pickle from, and Python's zipfile would not see, is refused."""
     marker = tmp_path / "unpickled"
     hostile = ATTACKS[attack](exported, marker)
-    with pytest.raises(UnsafeExportError):
+    with pytest.raises(UserError) as refused:
         predictor_from_bytes(hostile, "pt2", torch.device("cpu"), "evil.pt2")
-    assert not marker.exists()
+    assert not marker.exists(), "the pickle ran"
+    assert isinstance(refused.value, UnsafeExportError), refused.value
 
 
 @pytest.fixture(scope="module")

@@ -170,3 +170,23 @@ def test_a_cache_signed_with_a_key_that_is_not_this_users_private_file_never_rea
     note = compile_cache.load(tmp_path, torch.device("cpu"))
     assert note.startswith("note: compile cache ignored") and str(key_file) in note and "new key" in note
     assert reached == [] and not key_file.is_symlink() and len(key_file.read_bytes()) == signing.KEY_BYTES
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes and /dev/zero are POSIX")
+@pytest.mark.parametrize("member, kind", [(compile_cache.KEY, "fifo"), (compile_cache.CACHE, "/dev/zero")])
+def test_a_copied_run_folders_cache_that_is_a_pipe_or_a_device_is_a_note_not_a_hang(tmp_path, monkeypatch, member,
+                                                                                   kind):
+    """A run folder from a tar keeps a FIFO as compile_cache.json (read_text waited forever) or a link to /dev/zero
+    as compile_cache.bin: the cache is ignored with a note, and torch never sees a byte."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))
+    reached = []
+    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", lambda data: reached.append(data), raising=False)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / compile_cache.CACHE).write_bytes(b"artifacts")
+    (out / compile_cache.KEY).write_text(json.dumps({"made_for": compile_cache.cache_key(torch.device("cpu")),
+                                                     "signature": ""}))
+    (out / member).unlink()
+    os.mkfifo(out / member) if kind == "fifo" else (out / member).symlink_to("/dev/zero")
+    note = compile_cache.load(out, torch.device("cpu"))
+    assert note.startswith("note: compile cache ignored") and reached == []
