@@ -38,10 +38,10 @@ MAX_MODULE, MAX_FUNCTION, MAX_PARAMETERS, MAX_TRAIN, MAX_DEFAULT_CODE = 300, 50,
 # Lower layers never import higher ones. Paths inside the package; the longest matching prefix decides.
 LAYERS = {
     "devkit": 0, "deferred": 0,
-    "errors": 1, "config": 1, "processes": 1, "hooks": 1,
+    "errors": 1, "config": 1, "processes": 1, "hooks": 1, "files": 1, "signing": 1,
     "data": 2, "backbones": 2, "backbones_timm": 2,
     "model": 3, "loss": 3, "metrics": 3, "outputs": 3, "plots": 3, "model_files": 3,
-    "pt2_check": 3, "model_folder": 3,
+    "pt2_check": 3, "onnx_check": 3, "model_folder": 3,
     "training": 4,
     "plugins": 5,
     "settings": 6, "config_file": 6, "cli": 6,

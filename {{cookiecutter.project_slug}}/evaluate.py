@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     """Print accuracy, loss and the per-class table; write the confusion-matrix and mistakes PNGs."""
     from {{ cookiecutter.package_name }}.plots import confusion_figure, mistakes_figure
 
-    device = config.configure_device(args.device)
+    device = config.compute_device(args.device)
     state = read_checkpoint(args)
     trained, class_names, prep = state["config"], list(state["class_names"]), run_state.preprocessing(state)
     # Measured as training measured it: the same loss, precision, memory format, uint8 batches normalised there

@@ -10,6 +10,8 @@ Before writing, the exported model is run on a batch beside the checkpoint's mod
 largest logit and probability differences are printed; a file off by more than --tolerance in
 probability is not written (exit 1). Export runs on the CPU, so the file does not name a GPU.
 A safetensors folder (model_folder.py) holds the weights, config.json and a README.md model card.
+A .pt2 is signed with this user's key (FILE.pt2.sig beside it): loading one can run code, so predict.py
+reads only those this user exported (or names with --trust). Share ONNX or a safetensors folder instead.
 `predict.py FILE ...` takes the result wherever it takes a checkpoint.
 Exit codes: 0 done, 1 failure, 2 bad input (including a missing optional dependency).
 """
@@ -109,13 +111,18 @@ def run(args: argparse.Namespace) -> int:
                            f"(over --tolerance {args.tolerance}); {args.out} was not written")
     try:
         path = atomic.atomic_write(args.out, data)
+        # this user's signature beside a .pt2 (FILE.pt2.sig): predict.py loads one only when it matches
+        note = model_files.write_signature(path, data) if args.format == "pt2" else None
     except atomic.DiskFullError:
         raise
     except OSError as error:  # a read-only or special file system (/proc), no permission
         raise ConfigError(f"cannot write --out {args.out}: {error.strerror or error}") from None
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     batch = check_batch if args.static_batch else "dynamic"
+    signed = f"; this user's signature in {model_files.signature_file(path).name}" if args.format == "pt2" else ""
     print(f"wrote {path} ({args.format}, {Path(path).stat().st_size / 2**20:.1f} MiB, "
-          f"{len(metadata.class_names)} classes, {size} px, batch {batch})")
+          f"{len(metadata.class_names)} classes, {size} px, batch {batch}{signed})")
     return 0
 
 

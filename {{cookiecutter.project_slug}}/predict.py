@@ -2,7 +2,7 @@
 
     python predict.py runs/latest/best.pt photo.jpg holiday/ 'scans/**/*.png' --topk 3
     python predict.py model.onnx photo.jpg          # onnxruntime (pip install -e '.[export]')
-    python predict.py model.pt2 photo.jpg           # torch.export.load
+    python predict.py model.pt2 photo.jpg           # torch.export.load: a .pt2 this user exported (signed)
 
 Inputs are image files, folders (searched recursively for images) and glob patterns. Prints
 an aligned table (path, label, probability), or a JSON list with --json. Unreadable images
@@ -53,6 +53,9 @@ def get_args_parser() -> argparse.ArgumentParser:
                    help="DataLoader worker processes (default: the cores this process may use, less one: "
                         "%(default)s here)")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    p.add_argument("--trust", action="append", default=[], metavar="FILE",
+                   help="load this .pt2 though this user's export.py did not sign it: loading a .pt2 can run code "
+                        "in it, so only for files from someone you trust (repeatable)")
     cli.add_allow_import(p)
     p.add_argument("--verbose", action="store_true", help="print tracebacks on failure")
     return p
@@ -117,7 +120,8 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> model_file
             raise ConfigError("--half makes a float16 copy of a checkpoint's model; an exported model runs as exported")
         # auto may pick a GPU that the installed onnxruntime cannot use: then the CPU runs it, with a note
         explicit = not config.device_spec(args.device).strip().lower().startswith("auto")
-        return model_files.load(args.checkpoint, device, explicit=explicit)
+        trusted = any(Path(named).resolve() == Path(args.checkpoint).resolve() for named in args.trust)
+        return model_files.load(args.checkpoint, device, explicit=explicit, trusted=trusted)
     state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
@@ -158,7 +162,7 @@ def check_flags(args: argparse.Namespace) -> argparse.Namespace:
 
 def predict(args: argparse.Namespace) -> int:
     """Load the model once, classify every readable input in batches, print a row each."""
-    predictor = load_predictor(args, config.configure_device(args.device))
+    predictor = load_predictor(args, config.compute_device(args.device))
     if predictor.note:
         warn(predictor.note)
     class_names = predictor.metadata.class_names

@@ -65,7 +65,7 @@ def loader_rates(dataset, args: argparse.Namespace, device: torch.device, worker
 
 def benchmark(args: argparse.Namespace) -> int:
     """Measure every loader setting, then the model, and print one table."""
-    device = config.configure_device(args.device)
+    device = config.compute_device(args.device)
     torch.set_num_threads(args.threads)
     root = Path(args.data) if args.data else write_demo_dataset(DEMO_ROOT)
     train_set, val_set = load_splits(root, args.image_size)

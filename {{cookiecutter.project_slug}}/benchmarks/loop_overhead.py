@@ -171,7 +171,7 @@ def report(rates: dict[str, list[float]]) -> str:
 
 def benchmark(args: argparse.Namespace) -> int:
     """Run both loops interleaved and print the figures."""
-    device = config.configure_device(args.device)
+    device = config.compute_device(args.device)
     bench = Bench(args, device)
     print(f"device: {describe_device(device)}  threads: {torch.get_num_threads()}  backbone: {args.backbone}  "
           f"precision: {args.precision}  {args.batches} uint8 batches of {args.batch_size} at {args.image_size} px"

@@ -112,7 +112,7 @@ def hardware(device: torch.device, prep, args: argparse.Namespace) -> Hardware:
 
 def benchmark(args: argparse.Namespace) -> int:
     """Print images/s of both feeds and the median ratio."""
-    device = config.configure_device(args.device)
+    device = config.compute_device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         root, what = write_jpegs(Path(tmp), args.images)
         cfg = TrainConfig(data=str(root), image_size=args.image_size, batch_size=args.batch_size,

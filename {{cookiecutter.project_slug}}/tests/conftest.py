@@ -53,6 +53,11 @@ os.environ["TORCH_HOME"] = SESSION_TORCH_HOME
 os.environ["HF_HOME"] = os.path.join(SESSION_TORCH_HOME, "huggingface")
 os.environ.pop("HF_HUB_CACHE", None)
 os.environ["HF_HUB_OFFLINE"] = "1"
+# This user's signing key (signing.py: export.py signs each .pt2, the compile cache its artifacts) lives in
+# $XDG_DATA_HOME: the session's own, so no test signs with, or replaces, the key of whoever runs the suite.
+SESSION_DATA_HOME = tempfile.mkdtemp(prefix="pytest-data-home-")
+atexit.register(shutil.rmtree, SESSION_DATA_HOME, ignore_errors=True)
+os.environ["XDG_DATA_HOME"] = SESSION_DATA_HOME
 
 # How long a test waits on a child process before calling it hung. A hang guard, never a speed limit: generous, so
 # a loaded machine makes the suite slower but not red (timings belong in benchmarks/). TEST_HANG_S changes it.

@@ -113,7 +113,7 @@ def test_unreadable_pt2_and_half_with_an_exported_file_exit_2(images, tmp_path, 
     """A corrupt .pt2 is one line naming it; --half is for checkpoints only; both exit 2."""
     broken = tmp_path / "model.pt2"
     broken.write_bytes(b"not a zip archive")
-    assert predict.main([str(broken), str(images[0]), "--device", "cpu"]) == 2
+    assert predict.main([str(broken), str(images[0]), "--device", "cpu", "--trust", str(broken)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {broken} is not a readable .pt2 file")
     assert predict.main([str(broken), str(images[0]), "--device", "cpu", "--half"]) == 2

@@ -259,7 +259,8 @@ def test_a_pt2_with_a_pickled_weight_is_refused_before_the_pickle_is_loaded(expo
     image = tmp_path / "image.png"
     from PIL import Image
     Image.new("RGB", (16, 16)).save(image)
-    result = _cli(["predict.py", str(hostile), str(image), "--device", "cpu"], home=tmp_path)
+    # --trust: the user vouches for the file, and the archive is still checked before anything in it is loaded
+    result = _cli(["predict.py", str(hostile), str(image), "--device", "cpu", "--trust", str(hostile)], home=tmp_path)
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "pickle" in result.stderr
     assert not marker.exists()
@@ -329,7 +330,7 @@ def test_a_pt2_with_compiled_code_or_a_foreign_member_is_refused(exported, membe
     out = io.BytesIO(exported)
     with zipfile.ZipFile(out, "a") as archive:
         archive.writestr(member.replace("archive/", f"{top}/", 1), b"\x7fELF")
-    with pytest.raises(UnsafeExportError, match="not part of a model"):
+    with pytest.raises(UnsafeExportError, match="not part of a model"):  # outside its folder, too (evil.so)
         check_pt2(out.getvalue(), "model.pt2")
 
 
@@ -347,6 +348,6 @@ def test_exported_metadata_that_cannot_be_right_is_refused(exported, tmp_path, m
     image = tmp_path / "image.png"
     from PIL import Image
     Image.new("RGB", (16, 16)).save(image)
-    assert predict.main([str(path), str(image), "--device", "cpu"]) == 2
+    assert predict.main([str(path), str(image), "--device", "cpu", "--trust", str(path)]) == 2  # even trusted
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and why in err[0], err

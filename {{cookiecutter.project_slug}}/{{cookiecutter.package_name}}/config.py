@@ -51,6 +51,14 @@ def configure_device(cli_value: str | None = None) -> torch.device:
     return DEVICE
 
 
+def compute_device(cli_value: str | None = None) -> torch.device:
+    """`configure_device` for a command that computes: the meta device (shapes without data) is a ConfigError."""
+    device = configure_device(cli_value)
+    if device.type == "meta":
+        raise ConfigError("--device meta holds no data: it can build a model, not run one; use cpu or an accelerator")
+    return device
+
+
 def trusted_imports(*named: str | None) -> frozenset[str]:
     """The import paths files may name in this process: those the user `named` (flags) and TRUSTED_IMPORTS."""
     return frozenset(name for name in named if name) | frozenset(TRUSTED_IMPORTS)

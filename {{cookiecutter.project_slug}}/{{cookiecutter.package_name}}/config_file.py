@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import files
 from .config import check_imports, type_name, value_fits
 from .errors import ConfigError
 
@@ -50,17 +51,16 @@ def read_config_file(path: str | Path, choices: Mapping[str, Sequence[str]], *, 
     """
     too_deep = f"--config {path}: nested more than {MAX_DEPTH} levels deep; a config.json is one object of settings"
     try:
-        if Path(path).stat().st_size > MAX_BYTES:
-            raise ConfigError(f"--config {path}: {Path(path).stat().st_size} bytes; a run's config.json is a few KB "
-                              f"(at most {MAX_BYTES} read)")
-        values = json.loads(Path(path).read_text(encoding="utf-8"))
+        values = json.loads(files.read_text(path, MAX_BYTES))  # a FIFO or /dev/zero: refused, not read
         if _depth(values) > MAX_DEPTH:
             raise ConfigError(too_deep)
     except FileNotFoundError:
         raise ConfigError(f"--config {path}: no such file") from None
     except RecursionError:  # json's decoder and _depth recurse once per level: '[[[[...' thousands deep
         raise ConfigError(too_deep) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except files.FileRefused as error:
+        raise ConfigError(f"--config {error}") from None
+    except (OSError, json.JSONDecodeError) as error:
         raise ConfigError(f"--config {path}: not a readable JSON file ({error})") from None
     if not isinstance(values, dict):
         raise ConfigError(f"--config {path}: expected a JSON object of settings, got {type(values).__name__}")

@@ -6,7 +6,10 @@ consumer needs: class names, image size, and the normalisation (mean, std) the t
 (ONNX: `metadata_props`; `.pt2`: `extra_files` of torch.export.save, as `metadata.json`).
 
 `load(path, device)` gives back a `Predictor` for an `.onnx` or a `.pt2`; a checkpoint's model
-becomes one with `TorchPredictor`, so predict.py only calls `predict_logits(images)`. ONNX and onnxruntime are an
+becomes one with `TorchPredictor`, so predict.py only calls `predict_logits(images)`. A file is read with
+a bound (files.read_bounded); an `.onnx` holds only the operators export.py writes (onnx_check); a `.pt2`,
+whose loader can run code, is read only with this user's signature (`write_signature`, FILE.pt2.sig) or when
+the command line trusts it, and is checked as torch reads it even then (pt2_check). ONNX and onnxruntime are an
 optional dependency group (`pip install -e '.[export]'`): a missing one is a MissingDependencyError.
 """
 
@@ -22,15 +25,21 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from . import files, signing
 from .data.transforms import Preprocessing
 from .devkit import checkpoint
+from .devkit.atomic import atomic_write
 from .errors import ConfigError, MissingDependencyError, UserError
+from .onnx_check import check_onnx
 from .pt2_check import check_pt2
 
 FORMATS = ("onnx", "pt2")
 INPUT_NAME, OUTPUT_NAME = "images", "logits"
 METADATA_FILE = "metadata.json"  # the .pt2 archive's extra file
 MAX_BATCH = 4096  # the dynamic batch dimension's upper bound (torch.export needs one to reason about shapes)
+# The largest file each format is read up to: protobuf's own limit for ONNX; for .pt2, far beyond any classifier
+# (ViT-H/14 is 2.5 GB) while still a bound (a .pt2 is read whole: its signature covers every byte).
+FILE_LIMIT = {"onnx": 2 * files.GiB, "pt2": 32 * files.GiB}
 
 
 class ExportError(UserError):
@@ -151,7 +160,7 @@ class OnnxPredictor:
 
     def __init__(self, model_bytes: bytes, device: torch.device, source: str, *, explicit: bool = True):
         ort = require("onnxruntime", "an .onnx model")
-        _refuse_external_data(model_bytes, source)
+        check_onnx(model_bytes, source)  # before onnxruntime runs anything: no loops, custom kernels or other files
         providers, self.note = _providers(ort, device, explicit)
         try:
             self.session = ort.InferenceSession(model_bytes, providers=providers)
@@ -167,27 +176,6 @@ class OnnxPredictor:
 
 
 Predictor = TorchPredictor | OnnxPredictor  # what predict.py runs: metadata, device, note, predict_logits(images)
-
-
-def _refuse_external_data(model_bytes: bytes, source: str) -> None:
-    """An .onnx file whose weights name other files (external data) would read whatever paths it names: refused."""
-    onnx = require("onnx", "an .onnx model")
-    try:
-        proto = onnx.load_model_from_string(model_bytes)
-    except Exception as error:  # protobuf's DecodeError and kin: junk or a truncated file
-        raise ExportError(f"{source} is not a readable .onnx model ({type(error).__name__})") from None
-    graphs = [proto.graph]
-    while graphs:  # subgraphs (If, Loop) hold initializers too
-        graph = graphs.pop()
-        tensors = list(graph.initializer)
-        for node in graph.node:
-            for attribute in node.attribute:
-                tensors.extend([attribute.t, *attribute.tensors])
-                graphs.extend([attribute.g, *attribute.graphs] if attribute.HasField("g") else attribute.graphs)
-        named = next((tensor.name for tensor in tensors if tensor.data_location == onnx.TensorProto.EXTERNAL), None)
-        if named is not None:
-            raise ExportError(f"{source}: tensor {named!r} is stored in another file (external data); refused: "
-                              "this project exports self-contained models")
 
 
 def _providers(ort, device: torch.device, explicit: bool = True) -> tuple[list, str | None]:
@@ -225,15 +213,20 @@ def predictor_from_bytes(data: bytes, fmt: str, device: torch.device, source: st
     return TorchPredictor(program.module().to(device), Metadata.read(extra[METADATA_FILE], source), device)
 
 
-def load(path: str | os.PathLike, device: torch.device, *, explicit: bool = True) -> Predictor:
+def load(path: str | os.PathLike, device: torch.device, *, explicit: bool = True, trusted: bool = False) -> Predictor:
     """A Predictor for an .onnx or a .pt2 file, on `device` (`explicit=False`: a default, see predictor_from_bytes),
-    checked for one logit per class name on one blank image before any of the user's images is read."""
+    checked for one logit per class name on one blank image before any of the user's images is read. A .pt2 only
+    when this user's export.py signed it, or the command line `trusted` it (UntrustedExportError)."""
     fmt = format_of(path)
     if fmt is None:
         raise ExportError(f"{path} is not an exported model (.onnx or .pt2)")
-    if not Path(path).is_file():
-        raise ExportError(f"{path} does not exist")
-    predictor = predictor_from_bytes(Path(path).read_bytes(), fmt, device, str(path), explicit=explicit)
+    try:
+        data = files.read_bounded(path, FILE_LIMIT[fmt])
+    except FileNotFoundError:
+        raise ExportError(f"{path} does not exist") from None
+    if fmt == "pt2" and not trusted:
+        check_signed(path, data)
+    predictor = predictor_from_bytes(data, fmt, device, str(path), explicit=explicit)
     size, count = predictor.metadata.image_size, len(predictor.metadata.class_names)
     try:
         logits = predictor.predict_logits(torch.zeros(1, 3, size, size))
@@ -244,3 +237,37 @@ def load(path: str | os.PathLike, device: torch.device, *, explicit: bool = True
         raise ExportError(f"{path} gives logits of shape {tuple(logits.shape)} for one image, but its metadata "
                           f"names {count} classes")
     return predictor
+
+
+class UntrustedExportError(ExportError):
+    """A .pt2 this user's export.py did not sign, and the command line does not trust: refused before it is read."""
+
+
+def signature_file(path: str | os.PathLike) -> Path:
+    """Where export.py keeps a .pt2's signature: beside it, as FILE.pt2.sig (the archive itself stays torch's)."""
+    return Path(f"{os.fspath(path)}.sig")
+
+
+def write_signature(path: str | os.PathLike, data: bytes) -> str | None:
+    """Sign the exported file this user just wrote at `path` (FILE.pt2.sig beside it, under this user's key, made on
+    first use); the note to print when the key found could not be used. A file system's OSError as is."""
+    key, note = signing.user_key()
+    atomic_write(signature_file(path), signing.sign(data, key) + "\n")
+    return note
+
+
+def check_signed(path: str | os.PathLike, data: bytes) -> None:
+    """Refuse (UntrustedExportError) a .pt2 whose signature file is missing, or is not `data`'s under this user's
+    key: torch.export.load can run code in it, whoever made it."""
+    sig = signature_file(path)
+    key, note = signing.user_key(create=False)
+    try:
+        signed = files.read_text(sig, 4096, within=Path(path).parent)
+    except FileNotFoundError:
+        signed, why = "", f"no {sig.name} beside it"
+    else:
+        why = note or ("there is no signing key here" if key is None else f"{sig.name} does not match it")
+    if not signing.matches(data, signed, key):
+        raise UntrustedExportError(
+            f"{path} was not exported by this user ({why}), and loading a .pt2 can run code in it; to share a model, "
+            f"export --format onnx or --format safetensors; to load this file anyway, pass --trust {path}")

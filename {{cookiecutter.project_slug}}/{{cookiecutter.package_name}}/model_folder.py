@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 from torchvision import models
 
+from . import files
 from .backbones import builder_kwargs, find_classifier, is_import_path, resolve_backbone
 from .backbones_timm import is_timm_name
 from .devkit.atomic import DiskFullError, atomic_write
@@ -31,11 +33,13 @@ from .model_files import ExportError, require
 WEIGHTS, SETTINGS, CARD = "model.safetensors", "config.json", "README.md"
 FORMAT = "image-classifier safetensors folder, version 1"  # config.json's "format": what reads it back
 NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}  # a full disk, or a full quota
+WEIGHTS_LIMIT = 32 * files.GiB  # far beyond any classifier (ViT-H/14: 2.5 GB), still a bound
 
 
 def is_model_folder(path: str | Path) -> bool:
-    """Whether `path` is a folder holding model.safetensors (as opposed to a run folder or a file)."""
-    return Path(path).is_dir() and (Path(path) / WEIGHTS).is_file()
+    """Whether `path` is a folder holding model.safetensors (as opposed to a run folder or a file); whatever that
+    entry is (a FIFO, a link), `read` says what is wrong with it."""
+    return Path(path).is_dir() and os.path.lexists(Path(path) / WEIGHTS)
 
 
 def torchvision_recipe(name: str, image_size: int) -> dict[str, Any] | None:
@@ -70,9 +74,11 @@ def run_environment(checkpoint: str | Path) -> dict[str, Any]:
     checkpoint = Path(checkpoint)
     record = (checkpoint if checkpoint.is_dir() else checkpoint.parent) / "config.json"
     try:
-        values = json.loads(record.read_text(encoding="utf-8"))
+        values = json.loads(files.read_text(record, files.JSON_LIMIT, within=record.parent))
     except FileNotFoundError:
         return {}
+    except files.FileRefused:  # a FIFO, a device, a link out of the run folder, a huge file: one line, exit 2
+        raise
     except (OSError, ValueError, RecursionError) as error:
         raise ExportError(f"{record} is not readable as JSON ({type(error).__name__})") from None
     environment = values.get("environment", {}) if isinstance(values, dict) else None
@@ -120,15 +126,20 @@ def read(folder: str | Path) -> dict[str, Any]:
     run_state.read checks it as it checks every checkpoint."""
     folder = Path(folder)
     try:
-        values = json.loads((folder / SETTINGS).read_text(encoding="utf-8"))
+        values = json.loads(files.read_text(folder / SETTINGS, files.JSON_LIMIT, within=folder))
+    except files.FileRefused:
+        raise
     except (OSError, ValueError, RecursionError) as error:
         raise ExportError(f"{folder}: no readable {SETTINGS} ({type(error).__name__})") from None
     if not isinstance(values, dict) or values.get("format") != FORMAT:
         raise ExportError(f"{folder}: {SETTINGS} is not one this project's export.py writes")
-    try:
-        weights = require("safetensors.torch", "a model folder").load_file(str(folder / WEIGHTS), device="cpu")
-    except (OSError, ValueError, RuntimeError) as error:  # safetensors' own errors for a damaged file
-        raise ExportError(f"{folder}: {WEIGHTS} is not readable ({type(error).__name__})") from None
+    safetensors = require("safetensors.torch", "a model folder")
+    data = files.read_bounded(folder / WEIGHTS, WEIGHTS_LIMIT, within=folder)
+    try:  # from the bytes read: safetensors checks its header against them (a lying or truncated file)
+        weights = safetensors.load(data)
+    except Exception as error:  # SafetensorError (no subclass of anything ours), and kin for a damaged file
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ExportError(f"{folder}: {WEIGHTS} is damaged or not a safetensors file ({reason})") from None
     preprocessing = {key: values.get(key) for key in ("image_size", "resize_size", "mean", "std")}
     preprocessing["interpolation"] = values.get("interpolation", "bilinear")  # older folders resized bilinearly
     return {"model": weights, "config": {"backbone": values.get("backbone")}, "class_names": values.get("class_names"),

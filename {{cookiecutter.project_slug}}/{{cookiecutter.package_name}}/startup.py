@@ -43,9 +43,7 @@ def settle(typed: settings.Settled, plugins: list) -> Start:
     The processes it starts (a plugin's process group) are the caller's to close (`Start.processes.close()`).
     """
     typed = settings.finish(typed, plugins)  # the flags were parsed and checked before torch loaded (parse)
-    device = config.configure_device(typed.cfg.device)
-    if device.type == "meta":
-        raise ConfigError("--device meta holds no data: it can build a model, not train one; use cpu or an accelerator")
+    device = config.compute_device(typed.cfg.device)
     settled, notes = on_device(typed, device, plugins)
     cfg = settled.cfg
     processes = next(filter(None, (plugin.processes(cfg, device) for plugin in plugins)), None) or Processes()

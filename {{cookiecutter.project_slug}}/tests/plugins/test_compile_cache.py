@@ -22,6 +22,7 @@ import torch
 from conftest import HANG_S
 from run_helpers import PROJECT
 
+from {{ cookiecutter.package_name }} import signing
 from {{ cookiecutter.package_name }}.plugins import compile_cache
 from {{ cookiecutter.package_name }}.training.wrapping import ParallelError, check_compile
 
@@ -49,13 +50,13 @@ def compiled(tiny_data, tmp_path_factory):
 
     def run(out, *extra: str) -> subprocess.CompletedProcess:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(user),
-               "XDG_CACHE_HOME": str(user / "cache"),  # this user's signing key, for these tests alone
+               "XDG_DATA_HOME": str(user / "data"),  # this user's signing key, for these tests alone
                "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="inductor-", dir=user)}  # empty for each run
         command = [sys.executable, "train.py", "--data", str(tiny_data), "--out", str(out), "--device", "cpu",
                    "--backbone", "tiny_net:tiny", "--no-pretrained", "--image-size", "32", "--batch-size", "8",
                    "--workers", "0", "--compile", "--progress", "none", *extra]
         return subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=HANG_S)
-    run.user_cache = user / "cache"  # where these runs' user keeps the signing key
+    run.user_data = user / "data"  # where these runs' user keeps the signing key
     return run
 
 
@@ -117,7 +118,7 @@ def test_a_damaged_foreign_or_hostile_cache_is_ignored_with_a_note(compiled, fir
     """What a resumed run's plugin does first (`load`, as CompileCache.start calls it): a cache cut short, made for
     another device, or replaced by a pickle that runs code is not trusted, never unpickled, and said in a note.
     (The run around it is the test above: one compile per resume is minutes of CI.)"""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(compiled.user_cache))  # the key the first run signed with
+    monkeypatch.setenv("XDG_DATA_HOME", str(compiled.user_data))  # the key the first run signed with
     out, marker = shutil.copytree(first_epoch, tmp_path / "run"), tmp_path / "unpickled"
     damage(out, how, marker)
     note = compile_cache.load(out, torch.device("cpu"))
@@ -129,7 +130,7 @@ def test_a_cache_this_user_did_not_sign_never_reaches_torch(tmp_path, monkeypatc
     """The signature is checked before torch sees the bytes: torch's loader unpickles what a well-formed cache
     holds, so a copied run folder whose cache was swapped (a plain hash recomputed) must never reach it. (The
     hostile file above is refused by torch's own format check too, so only this test sees a missing HMAC check.)"""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))
     reached = []
     monkeypatch.setattr(torch.compiler, "load_cache_artifacts", lambda data: reached.append(data), raising=False)
     swapped = b"artifacts from elsewhere"
@@ -140,7 +141,52 @@ def test_a_cache_this_user_did_not_sign_never_reaches_torch(tmp_path, monkeypatc
     note = compile_cache.load(tmp_path, torch.device("cpu"))
     assert note.startswith("note: compile cache ignored") and "not written by this user's runs" in note
     assert reached == []
-    record["signature"] = compile_cache.signature(swapped)  # signed by this user: handed to torch
+    record["signature"] = signing.sign(swapped, signing.user_key()[0])  # signed by this user: handed to torch
     (tmp_path / compile_cache.KEY).write_text(json.dumps(record))
     compile_cache.load(tmp_path, torch.device("cpu"))
     assert reached == [swapped]
+
+
+@pytest.mark.parametrize("how", ["empty", "readable by others", "a link to a key elsewhere"])
+def test_a_cache_signed_with_a_key_that_is_not_this_users_private_file_never_reaches_torch(tmp_path, monkeypatch,
+                                                                                           how):
+    """The reported forgery: with the key empty (or readable by others, or a link to a file someone else wrote),
+    anyone can sign a cache. Such a key is not used: a new one is made, the cache ignored with a note saying so."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))
+    reached = []
+    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", lambda data: reached.append(data), raising=False)
+    key_file = signing.key_file()
+    key_file.parent.mkdir(parents=True)
+    known = b"" if how == "empty" else b"k" * signing.KEY_BYTES  # what the forger knows the key to be
+    planted = tmp_path / "planted.key" if how.startswith("a link") else key_file
+    planted.write_bytes(known)
+    os.chmod(planted, 0o644 if how == "readable by others" else 0o600)
+    if planted != key_file:
+        key_file.symlink_to(planted)
+    forged = b"artifacts from elsewhere"
+    (tmp_path / compile_cache.CACHE).write_bytes(forged)
+    record = {"made_for": compile_cache.cache_key(torch.device("cpu")), "signature": signing.sign(forged, known)}
+    (tmp_path / compile_cache.KEY).write_text(json.dumps(record))
+    note = compile_cache.load(tmp_path, torch.device("cpu"))
+    assert note.startswith("note: compile cache ignored") and str(key_file) in note and "new key" in note
+    assert reached == [] and not key_file.is_symlink() and len(key_file.read_bytes()) == signing.KEY_BYTES
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes and /dev/zero are POSIX")
+@pytest.mark.parametrize("member, kind", [(compile_cache.KEY, "fifo"), (compile_cache.CACHE, "/dev/zero")])
+def test_a_copied_run_folders_cache_that_is_a_pipe_or_a_device_is_a_note_not_a_hang(tmp_path, monkeypatch, member,
+                                                                                   kind):
+    """A run folder from a tar keeps a FIFO as compile_cache.json (read_text waited forever) or a link to /dev/zero
+    as compile_cache.bin: the cache is ignored with a note, and torch never sees a byte."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))
+    reached = []
+    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", lambda data: reached.append(data), raising=False)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / compile_cache.CACHE).write_bytes(b"artifacts")
+    (out / compile_cache.KEY).write_text(json.dumps({"made_for": compile_cache.cache_key(torch.device("cpu")),
+                                                     "signature": ""}))
+    (out / member).unlink()
+    os.mkfifo(out / member) if kind == "fifo" else (out / member).symlink_to("/dev/zero")
+    note = compile_cache.load(out, torch.device("cpu"))
+    assert note.startswith("note: compile cache ignored") and reached == []

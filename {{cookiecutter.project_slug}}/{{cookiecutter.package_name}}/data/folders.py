@@ -57,7 +57,7 @@ class DataSource:
         self.notes: list[str] = []
         csv_path = labels_file(path)
         if csv_path is not None:
-            self.named, self.whole = read_labels(csv_path)
+            self.named, self.whole = read_labels(csv_path, within=path if path.is_dir() else None)
         elif path.is_dir():
             self.folder = path if (path / "train").is_dir() or (path / "val").is_dir() else None  # else: --val-split
             self.whole = None if self.folder else self._listed(path)

@@ -13,35 +13,38 @@ A row naming a missing file, a file listed twice or an empty label is refused wi
 from __future__ import annotations
 
 import csv
+import io
 import os
 from pathlib import Path
 
+from .. import files
 from .dataset import FileImages, Subset
 from .errors import DataError
 
 LABELS_FILE = "labels.csv"  # what a --data folder holds to be read as a labels file
 COLUMNS = ("path", "label")
+MAX_BYTES = files.GiB  # ImageNet's 1.28 M rows take about 60 MB
 
 
 def labels_file(data: str | os.PathLike) -> Path | None:
-    """The labels file `data` names (a .csv, or a folder holding labels.csv), else None."""
+    """The labels file `data` names (a .csv, or a folder holding labels.csv, whatever that entry is), else None."""
     path = Path(data)
-    if path.suffix.lower() == ".csv" and path.is_file():
+    if path.suffix.lower() == ".csv" and os.path.lexists(path) and not path.is_dir():
         return path
-    return path / LABELS_FILE if path.is_dir() and (path / LABELS_FILE).is_file() else None
+    return path / LABELS_FILE if path.is_dir() and os.path.lexists(path / LABELS_FILE) else None
 
 
-def read_rows(csv_path: Path) -> list[dict[str, str]]:
-    """The CSV's rows as dicts, checked for its columns (DataError naming what is missing)."""
-    try:
-        with open(csv_path, newline="", encoding="utf-8-sig") as handle:  # -sig: a spreadsheet's byte-order mark
-            reader = csv.DictReader(handle)
-            missing = [name for name in COLUMNS if name not in (reader.fieldnames or [])]
-            if missing:
-                raise DataError(f"{csv_path}: no column {', '.join(missing)}; the header must name path,label "
-                                f"(and optionally split), found {','.join(reader.fieldnames or [])}")
-            return list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
+def read_rows(csv_path: Path, within: Path | None = None) -> list[dict[str, str]]:
+    """The CSV's rows as dicts, checked for its columns (DataError naming what is missing); a labels.csv in a
+    folder (`within`) is a regular file there (files.FileRefused: no FIFO, device or link out of it)."""
+    try:  # -sig (files.read_text): a spreadsheet's byte-order mark
+        reader = csv.DictReader(io.StringIO(files.read_text(csv_path, MAX_BYTES, within=within), newline=""))
+        missing = [name for name in COLUMNS if name not in (reader.fieldnames or [])]
+        if missing:
+            raise DataError(f"{csv_path}: no column {', '.join(missing)}; the header must name path,label "
+                            f"(and optionally split), found {','.join(reader.fieldnames or [])}")
+        return list(reader)
+    except (OSError, csv.Error) as error:
         raise DataError(f"cannot read {csv_path}: {error}") from None
 
 
@@ -66,9 +69,9 @@ def check_rows(rows: list[dict[str, str]], csv_path: Path, has_split: bool) -> l
     return paths
 
 
-def read_labels(csv_path: Path) -> tuple[dict[str, Subset], FileImages | None]:
+def read_labels(csv_path: Path, within: Path | None = None) -> tuple[dict[str, Subset], FileImages | None]:
     """(split name -> its images, when the CSV has a split column; else {}, and all images to divide)."""
-    rows = read_rows(csv_path)
+    rows = read_rows(csv_path, within)
     has_split = bool(rows) and "split" in rows[0]
     paths = check_rows(rows, csv_path, has_split)
     if not paths:

@@ -10,28 +10,29 @@ A cache from another torch, Triton or device is ignored with a note (its kernels
 so is a damaged file: it is never trusted blindly, and the run compiles from scratch as it would without it.
 
 torch reads the artifacts with pickle, which runs code: a run folder copied from elsewhere must not get to.
-The cache is signed (HMAC-SHA256) with a key only this user holds (`key_file()`, made on first use with the
-permissions of a private file), and one whose signature does not match is never read.
+The cache is signed (HMAC-SHA256) with a key only this user holds (signing.py, shared with export.py's .pt2),
+and one whose signature does not match is never read; nor is any when the key is not this user's private
+file (a new key is made, with a note). Both files are read as files from elsewhere are (files.read_bounded):
+a FIFO, a device or a link out of the run folder is a note, never a hang.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
-import secrets
 import sys
 from pathlib import Path
 
-from .. import devkit
+from .. import devkit, files, signing
 from ..deferred import deferred
 from ..devkit.atomic import atomic_write
+from ..errors import one_line
 from . import Plugin
 
 torch = deferred("torch")  # used once a run compiles: train.py's flags are checked before torch loads
 
 CACHE, KEY = "compile_cache.bin", "compile_cache.json"
+CACHE_LIMIT = 8 * files.GiB  # torch's artifacts for a classifier are megabytes; still a bound
 
 
 def cache_key(device: torch.device) -> dict[str, str | None]:
@@ -42,22 +43,6 @@ def cache_key(device: torch.device) -> dict[str, str | None]:
     except ImportError:
         triton_version = None
     return {"torch": torch.__version__, "triton": triton_version, "device": devkit.describe_device(device)}
-
-
-def key_file() -> Path:
-    """This user's signing key: in $XDG_CACHE_HOME (else ~/.cache), readable by this user only."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "{{ cookiecutter.package_name }}" / "compile-cache.key"
-
-
-def signature(data: bytes) -> str:
-    """HMAC-SHA256 of `data` under this user's key (made now if there is none)."""
-    path = key_file()
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
-            handle.write(secrets.token_bytes(32))
-    return hmac.new(path.read_bytes(), data, hashlib.sha256).hexdigest()
 
 
 def supported() -> bool:
@@ -90,17 +75,23 @@ class CompileCache(Plugin):
 
 def load(out: Path, device: torch.device) -> str | None:
     """Load the run folder's cache if it was made for this torch, Triton and device; the line saying what happened."""
-    if not (out / CACHE).is_file():
+    if not os.path.lexists(out / CACHE):
         return None
     try:
-        record = json.loads((out / KEY).read_text(encoding="utf-8"))
+        record = json.loads(files.read_text(out / KEY, files.JSON_LIMIT, within=out))
         made_for, signed = record.get("made_for"), record.get("signature", "")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError):  # missing, refused (files.FileRefused), not JSON, not an object
         made_for, signed = None, ""
     if made_for != cache_key(device):
         return f"note: compile cache ignored: made for {made_for}, this run is {cache_key(device)}"
-    data = (out / CACHE).read_bytes()
-    if not hmac.compare_digest(str(signed), signature(data)):  # before torch unpickles anything
+    try:
+        data = files.read_bounded(out / CACHE, CACHE_LIMIT, within=out)
+    except (OSError, files.FileRefused) as error:
+        return f"note: compile cache ignored: {one_line(error)}"
+    key, problem = signing.user_key()
+    if problem:  # a new key: nothing the old one signed is trusted
+        return f"note: compile cache ignored: {problem}"
+    if not signing.matches(data, signed, key):  # before torch unpickles anything
         return f"note: compile cache ignored: {out / CACHE} was not written by this user's runs (or was changed)"
     try:
         loaded = torch.compiler.load_cache_artifacts(data)
@@ -114,12 +105,13 @@ def load(out: Path, device: torch.device) -> str | None:
 
 
 def save(out: Path, device: torch.device) -> None:
-    """Write what this process compiled, and what it was compiled for."""
+    """Write what this process compiled, what it was compiled for, and this user's signature of it."""
     saved = torch.compiler.save_cache_artifacts()
     if saved is None:
         return
+    key, _ = signing.user_key()  # a key that could not be used is replaced here; load says so
     atomic_write(out / CACHE, saved[0])
-    atomic_write(out / KEY, json.dumps({"made_for": cache_key(device), "signature": signature(saved[0])}))
+    atomic_write(out / KEY, json.dumps({"made_for": cache_key(device), "signature": signing.sign(saved[0], key)}))
 
 
 PLUGIN = CompileCache()
