@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None, plugins: list[Plugin] | None = None) -> 
     """Parse and settle the flags, then train; returns the exit code. `plugins`: your own, beside the project's."""
     # Read before the flags are parsed (loading the plugins may fail); exact, as the parser takes no abbreviations
     verbose = "--verbose" in (sys.argv[1:] if argv is None else argv)
+    cli.best_effort_output()  # the run's result is its files: a closed or full stdout/stderr loses only text
     return cli.run_cli(lambda: train(argv, [*load_plugins(), *(plugins or [])]), verbose=verbose)
 
 
