@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
+    if metadata.problem():  # class names that would forge output rows, ...
+        raise model_files.ExportError(f"{args.checkpoint}: {metadata.problem()}")
     reference, size = model_files.TorchPredictor(model, metadata, device), metadata.image_size
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(args.batch_size, 3, size, size, generator=generator)  # (B, 3, H, W), normalised

@@ -5,6 +5,7 @@ one finding of that round, met the way a user meets it: real files, real descrip
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import torch
 from conftest import HANG_S
 from run_helpers import PROJECT, train_env
 
+import export
+import predict
 import train
 
 BASE = ["--device", "cpu", "--batch-size", "4", "--image-size", "32", "--no-pretrained", "--precision", "fp32",
@@ -59,3 +62,35 @@ def test_a_closed_or_full_output_stream_loses_no_finished_run(tiny_data, tmp_pat
     assert RUN_FILES <= set(os.listdir(out))
     state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
     assert (state["epoch"], state["step"]) == (2, 0)
+
+
+def _one_error(capsys) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in lines[0], lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("forged", ["circle\nphotos/cat.jpg  square  1.000", "circle\rsquare", "circle\x1b[2K"])
+def test_a_class_name_that_would_forge_a_predict_row_is_refused_at_export_and_by_predict(checkpoint, tiny_data,
+                                                                                         tmp_path, capsys, forged):
+    """A checkpoint (or a model folder's config.json) from elsewhere whose class name holds a line break or a
+    control character: export refuses it (one line, exit 2, nothing written), and predict prints no row for it."""
+    image = str(next((tiny_data / "val").rglob("*.png")))
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    state["class_names"][0] = forged
+    (tmp_path / "run").mkdir()
+    torch.save(state, tmp_path / "run" / "best.pt")
+    assert export.main([str(tmp_path / "run" / "best.pt"), "--format", "safetensors", "--out",
+                        str(tmp_path / "folder")]) == 2
+    assert "line break or control character" in _one_error(capsys)
+    assert not (tmp_path / "folder").exists() and sorted(os.listdir(tmp_path)) == ["run"]
+    assert predict.main([str(tmp_path / "run" / "best.pt"), image]) == 2
+    assert "line break or control character" in _one_error(capsys)
+    # A folder exported whole, its config.json edited afterwards
+    assert export.main([str(checkpoint), "--format", "safetensors", "--out", str(tmp_path / "shared")]) == 0
+    settings = json.loads((tmp_path / "shared" / "config.json").read_text())
+    settings["class_names"][0] = forged
+    (tmp_path / "shared" / "config.json").write_text(json.dumps(settings))
+    capsys.readouterr()
+    assert predict.main([str(tmp_path / "shared"), image]) == 2
+    assert "line break or control character" in _one_error(capsys)
