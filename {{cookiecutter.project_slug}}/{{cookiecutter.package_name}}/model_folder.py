@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,30 @@ def run_environment(checkpoint: str | Path) -> dict[str, Any]:
     command = environment.get("command", []) if isinstance(environment, dict) else None
     if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
         raise ExportError(f"{record} is not the config.json train.py writes (an object with the run's environment)")
-    return environment
+    return {**environment, "command": [shareable_argument(part, record.parent) for part in command]}
+
+
+def shareable_argument(argument: str, run: Path) -> str:
+    """A recorded command's argument as a card meant for publishing shows it: a relative path as given, an absolute
+    one inside the run relative to the run, any other absolute path (a home folder, a user name) hidden."""
+    flag, equals, value = argument.partition("=") if argument.startswith("-") else ("", "", argument)
+    if not (os.path.isabs(value) or value.startswith("~")):
+        return argument
+    try:
+        shown = Path(os.path.abspath(value)).relative_to(Path(os.path.abspath(run))).as_posix()
+    except ValueError:
+        shown = "<an absolute path>"
+    return f"{flag}{equals}{shown}"
+
+
+def code_span(text: Any, in_table: bool = False) -> str:
+    """`text` as a Markdown code span: shown as written, never markup, HTML, a heading or a new line."""
+    text = "".join(char if char.isprintable() else char.encode("unicode_escape").decode() for char in str(text))
+    if in_table:
+        text = text.replace("|", "\\|")  # GitHub's tables split cells at | even inside a code span
+    fence = "`" * (1 + max((len(run) for run in re.findall("`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def write(state: dict[str, Any], metadata: dict[str, Any], environment: dict[str, Any], out: str | Path) -> Path:
@@ -125,15 +150,19 @@ def card(values: dict[str, Any], state: dict[str, Any], environment: dict[str, A
     names, rows = values["class_names"], state.get("metrics") or []
     row = next((r for r in reversed(rows) if r.get("epoch") == values["epoch"]), rows[-1] if rows else {})
     counts = values.get("class_counts") or [None] * len(names)
-    lines = [f"# {values['backbone']} image classifier ({len(names)} classes)", "",
-             f"Classifies RGB images into {', '.join(names)}. Trained with torch-device-template's train.py for "
+    lines = [f"# {code_span(values['backbone'])} image classifier ({len(names)} classes)", "",
+             f"Classifies RGB images into {', '.join(map(code_span, names))}. Trained with torch-device-template's "
+             "train.py for "
              f"{values['epoch']} epoch(s).", "", "## Training data", "", "| class | training images |", "|---|---|"]
-    lines += [f"| {name} | {count if count is not None else 'not recorded'} |" for name, count in zip(names, counts)]
+    lines += [f"| {code_span(name, in_table=True)} | {count if isinstance(count, int) else 'not recorded'} |"
+              for name, count in zip(names, counts)]
     lines += ["", f"## Validation (epoch {values['epoch']})", ""]
     lines += [f"- {key}: {row[key]:.4f}" for key in ("val_acc", "val_loss", "val_macro_f1") if key in row] or [
         "- not recorded"]
-    lines += ["", "## Made with", "", f"- command: `{' '.join(environment.get('command', ['not recorded']))}`"]
-    lines += [f"- {key} {environment[key]}" for key in ("python", "torch", "torchvision") if key in environment]
+    command = " ".join(environment.get("command", ["not recorded"]))
+    lines += ["", "## Made with", "", f"- command: {code_span(command)}"]
+    lines += [f"- {key} {code_span(environment[key])}" for key in ("python", "torch", "torchvision")
+              if key in environment]
     lines += ["", "## Preprocessing", "",
               f"Resize the shorter side to {values.get('resize_size') or values['image_size']} px, centre-crop "
               f"{values['image_size']} px, scale to [0, 1], normalise with mean {values['mean']} and std "
@@ -144,8 +173,9 @@ def card(values: dict[str, Any], state: dict[str, Any], environment: dict[str, A
 
 def _loading(values: dict[str, Any]) -> list[str]:
     if values.get("torchvision") is None:
-        return [f"`{values['backbone']}` is not rebuilt by torchvision's builder with this head (your own module, or "
-                f"a classifier that is not a last Linear layer): build the backbone without its classifier, add "
+        return [f"{code_span(values['backbone'])} is not rebuilt by torchvision's builder with this head (your own "
+                "module, or a classifier that is not a last Linear layer): build the backbone without its classifier, "
+                "add "
                 f"`head = nn.Linear(features, {len(values['class_names'])})`, and load model.safetensors into both "
                 "(keys `backbone.*` and `head.*`), or use this project's predict.py."]
     return ["```python", "import json, torchvision", "from safetensors.torch import load_file",
@@ -153,4 +183,16 @@ def _loading(values: dict[str, Any]) -> list[str]:
             'model = torchvision.models.get_model(config["backbone"], num_classes=len(config["class_names"]), '
             '**recipe["kwargs"]).eval()',
             'model.load_state_dict({recipe["keys"].get(k, k.removeprefix("backbone.")): v '
-            'for k, v in load_file("model.safetensors").items()})', "```"]
+            'for k, v in load_file("model.safetensors").items()})', "```", "",
+            "Then classify a photo as this project's predict.py does (the preprocessing above):", "", *PREDICT]
+
+
+PREDICT = ["```python", "import torch", "from PIL import Image, ImageOps", "from torchvision.transforms import v2",
+           'preprocess = v2.Compose([v2.ToImage(), v2.Resize(config["resize_size"] or config["image_size"], '
+           'antialias=True), v2.CenterCrop(config["image_size"]), v2.ToDtype(torch.float32, scale=True), '
+           'v2.Normalize(config["mean"], config["std"])])',
+           'image = ImageOps.exif_transpose(Image.open("photo.jpg")).convert("RGB")',
+           "with torch.no_grad():",
+           "    probs = model(preprocess(image).unsqueeze(0)).softmax(dim=1)[0]  # one probability per class",
+           'print(config["class_names"][int(probs.argmax())], dict(zip(config["class_names"], probs.tolist())))',
+           "```"]
