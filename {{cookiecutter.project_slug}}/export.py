@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import signal
 import sys
 from pathlib import Path
 
@@ -137,6 +138,8 @@ def export_folder(args: argparse.Namespace, state: dict, reference: model_files.
 def main(argv: list[str] | None = None) -> int:
     """Parse flags and export; returns the exit code."""
     args = get_args_parser().parse_args(argv)
+    # SIGTERM ends the export as an exception would: the scratch folder beside --out is removed on the way out
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     return cli.run_cli(lambda: run(args), verbose=args.verbose)
 
 

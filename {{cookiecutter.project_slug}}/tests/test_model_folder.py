@@ -270,3 +270,16 @@ def test_an_existing_folder_is_refused_and_left_alone(trained, tmp_path, capsys)
     (out / "notes.txt").write_text("mine")
     assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(out)]) == 2
     assert "not an empty folder" in capsys.readouterr().err and [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_an_export_killed_mid_write_leaves_no_model_sized_scratch_folder_behind(trained, tmp_path):
+    """An export killed while it wrote (SIGKILL: no handler runs) left its hidden scratch folder beside --out; the next
+    export there removes it, and a failed export removes its own."""
+    killed = subprocess.Popen([sys.executable, "-c", "pass"])
+    killed.wait()  # a process that no longer runs, as the killed export's
+    stale = tmp_path / f".shared.{killed.pid}.partial"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"\0" * 2**20)
+    assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(tmp_path / "shared")]) == 0
+    assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(tmp_path / "shared")]) == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["shared"]

@@ -14,10 +14,11 @@ checkpoint layout run_state checks); its backbone, if an import path, is importe
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
 import re
-import tempfile
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -106,23 +107,44 @@ def write(state: dict[str, Any], metadata: dict[str, Any], environment: dict[str
               "class_counts": state.get("class_counts"), "epoch": int(state.get("epoch", 0))}
     weights = require("safetensors.torch", "--format safetensors").save(
         {key: tensor.contiguous() for key, tensor in state["model"].items()})
+    remove_stale_scratch(out)
+    scratch = out.parent / f".{out.name}.{os.getpid()}.partial"
     try:
-        with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None,
-                                         ignore_cleanup_errors=True) as scratch:
-            scratch = Path(scratch)
-            # through atomic_write, as every file is: fsynced, and a full disk an OSError (safetensors' own
-            # save_file would report it as its SafetensorError)
-            atomic_write(scratch / WEIGHTS, weights)
-            atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
-            atomic_write(scratch / CARD, card(values, state, environment))
-            if out.exists():
-                out.rmdir()
-            scratch.rename(out)  # the folder appears whole: a kill before this leaves only the hidden scratch folder
-    except OSError as error:
-        if error.errno in NO_SPACE:  # a file, the scratch folder or its name: the user knows the folder, not those
+        scratch.mkdir(parents=True)
+        # through atomic_write, as every file is: fsynced, and a full disk an OSError (safetensors' own
+        # save_file would report it as its SafetensorError)
+        atomic_write(scratch / WEIGHTS, weights)
+        atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
+        atomic_write(scratch / CARD, card(values, state, environment))
+        if out.exists():
+            out.rmdir()
+        scratch.rename(out)  # the folder appears whole: a kill before this leaves only the scratch folder
+    except BaseException as error:  # a crash, Ctrl-C, SIGTERM (export.py makes it SystemExit): no model-sized leftover
+        shutil.rmtree(scratch, ignore_errors=True)
+        # a file, the scratch folder or its name: the user knows the folder, not those
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
             raise DiskFullError(f"no space left on device: cannot write {out}") from None
         raise
     return out
+
+
+def remove_stale_scratch(out: Path) -> None:
+    """Remove the scratch folders of exports to `out` that were killed (SIGKILL, a lost machine) before they ended."""
+    for scratch in out.parent.glob(f".{glob.escape(out.name)}.*.partial"):
+        pid = scratch.name[len(out.name) + 2:-len(".partial")]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` runs on this machine (one of another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def read(folder: str | Path) -> dict[str, Any]:
