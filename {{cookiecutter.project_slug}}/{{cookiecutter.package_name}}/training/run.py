@@ -62,7 +62,8 @@ class Run:
     def _build_model(self, source: dict | None) -> None:
         cfg, device = self.cfg, self.device
         self.model = model.build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device,
-                                       image_size=self.image_size).to(memory_format=self.hw.memory_format)
+                                       image_size=self.image_size, pretrained_file=cfg.pretrained_file
+                                       ).to(memory_format=self.hw.memory_format)
         self.fresh = recipe.init_from_state(self.model, source["model"], cfg.init_from) if cfg.init_from else []
         self.loss_fn = loss.WeightedCrossEntropy(loss.balanced_class_weights(self.class_counts),
                                                  cfg.label_smoothing).to(device)
