@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import signal
 import sys
 from pathlib import Path
 
@@ -93,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
+    if metadata.problem():  # class names that would forge output rows, ...
+        raise model_files.ExportError(f"{args.checkpoint}: {metadata.problem()}")
     reference, size = model_files.TorchPredictor(model, metadata, device), metadata.image_size
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(args.batch_size, 3, size, size, generator=generator)  # (B, 3, H, W), normalised
@@ -153,6 +156,8 @@ def export_folder(args: argparse.Namespace, state: dict, reference: model_files.
 def main(argv: list[str] | None = None) -> int:
     """Parse and check the flags (no torch yet), then export; returns the exit code."""
     args = get_args_parser().parse_args(argv)
+    # SIGTERM ends the export as an exception would: the scratch folder beside --out is removed on the way out
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     return cli.run_cli(lambda: run(check_flags(args)), verbose=args.verbose)
 
 

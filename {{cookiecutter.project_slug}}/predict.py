@@ -125,6 +125,8 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> model_file
     state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
+    if metadata.problem():  # class names that would forge output rows, ...
+        raise model_files.ExportError(f"{args.checkpoint}: {metadata.problem()}")
     return model_files.TorchPredictor(precision.half_copy(model) if args.half else model, metadata, device)
 
 

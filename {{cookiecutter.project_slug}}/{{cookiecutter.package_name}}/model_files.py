@@ -92,6 +92,9 @@ class Metadata:
             return f"class_names is {str(names)[:80]}; expected a list of class names"
         if len(set(names)) != len(names):
             return "class_names names a class twice"
+        forged = next((name for name in names if not name.isprintable()), None)
+        if forged is not None:  # a line break would forge a row of predict's table: checked as labels.csv's are
+            return f"the class name {forged[:60]!r} holds a line break or control character"
         return self.preprocessing().problem()
 
 

@@ -14,9 +14,11 @@ checkpoint layout run_state checks); its backbone, if an import path, is importe
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
-import tempfile
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +87,30 @@ def run_environment(checkpoint: str | Path) -> dict[str, Any]:
     command = environment.get("command", []) if isinstance(environment, dict) else None
     if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
         raise ExportError(f"{record} is not the config.json train.py writes (an object with the run's environment)")
-    return environment
+    return {**environment, "command": [shareable_argument(part, record.parent) for part in command]}
+
+
+def shareable_argument(argument: str, run: Path) -> str:
+    """A recorded command's argument as a card meant for publishing shows it: a relative path as given, an absolute
+    one inside the run relative to the run, any other absolute path (a home folder, a user name) hidden."""
+    flag, equals, value = argument.partition("=") if argument.startswith("-") else ("", "", argument)
+    if not (os.path.isabs(value) or value.startswith("~")):
+        return argument
+    try:
+        shown = Path(os.path.abspath(value)).relative_to(Path(os.path.abspath(run))).as_posix()
+    except ValueError:
+        shown = "<an absolute path>"
+    return f"{flag}{equals}{shown}"
+
+
+def code_span(text: Any, in_table: bool = False) -> str:
+    """`text` as a Markdown code span: shown as written, never markup, HTML, a heading or a new line."""
+    text = "".join(char if char.isprintable() else char.encode("unicode_escape").decode() for char in str(text))
+    if in_table:
+        text = text.replace("|", "\\|")  # GitHub's tables split cells at | even inside a code span
+    fence = "`" * (1 + max((len(run) for run in re.findall("`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def write(state: dict[str, Any], metadata: dict[str, Any], environment: dict[str, Any], out: str | Path) -> Path:
@@ -102,23 +127,44 @@ def write(state: dict[str, Any], metadata: dict[str, Any], environment: dict[str
               "class_counts": state.get("class_counts"), "epoch": int(state.get("epoch", 0))}
     weights = require("safetensors.torch", "--format safetensors").save(
         {key: tensor.contiguous() for key, tensor in state["model"].items()})
+    remove_stale_scratch(out)
+    scratch = out.parent / f".{out.name}.{os.getpid()}.partial"
     try:
-        with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None,
-                                         ignore_cleanup_errors=True) as scratch:
-            scratch = Path(scratch)
-            # through atomic_write, as every file is: fsynced, and a full disk an OSError (safetensors' own
-            # save_file would report it as its SafetensorError)
-            atomic_write(scratch / WEIGHTS, weights)
-            atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
-            atomic_write(scratch / CARD, card(values, state, environment))
-            if out.exists():
-                out.rmdir()
-            scratch.rename(out)  # the folder appears whole: a kill before this leaves only the hidden scratch folder
-    except OSError as error:
-        if error.errno in NO_SPACE:  # a file, the scratch folder or its name: the user knows the folder, not those
+        scratch.mkdir(parents=True)
+        # through atomic_write, as every file is: fsynced, and a full disk an OSError (safetensors' own
+        # save_file would report it as its SafetensorError)
+        atomic_write(scratch / WEIGHTS, weights)
+        atomic_write(scratch / SETTINGS, json.dumps(values, indent=2) + "\n")
+        atomic_write(scratch / CARD, card(values, state, environment))
+        if out.exists():
+            out.rmdir()
+        scratch.rename(out)  # the folder appears whole: a kill before this leaves only the scratch folder
+    except BaseException as error:  # a crash, Ctrl-C, SIGTERM (export.py makes it SystemExit): no model-sized leftover
+        shutil.rmtree(scratch, ignore_errors=True)
+        # a file, the scratch folder or its name: the user knows the folder, not those
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
             raise DiskFullError(f"no space left on device: cannot write {out}") from None
         raise
     return out
+
+
+def remove_stale_scratch(out: Path) -> None:
+    """Remove the scratch folders of exports to `out` that were killed (SIGKILL, a lost machine) before they ended."""
+    for scratch in out.parent.glob(f".{glob.escape(out.name)}.*.partial"):
+        pid = scratch.name[len(out.name) + 2:-len(".partial")]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` runs on this machine (one of another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def read(folder: str | Path) -> dict[str, Any]:
@@ -152,15 +198,19 @@ def card(values: dict[str, Any], state: dict[str, Any], environment: dict[str, A
     names, rows = values["class_names"], state.get("metrics") or []
     row = next((r for r in reversed(rows) if r.get("epoch") == values["epoch"]), rows[-1] if rows else {})
     counts = values.get("class_counts") or [None] * len(names)
-    lines = [f"# {values['backbone']} image classifier ({len(names)} classes)", "",
-             f"Classifies RGB images into {', '.join(names)}. Trained with torch-device-template's train.py for "
+    lines = [f"# {code_span(values['backbone'])} image classifier ({len(names)} classes)", "",
+             f"Classifies RGB images into {', '.join(map(code_span, names))}. Trained with torch-device-template's "
+             "train.py for "
              f"{values['epoch']} epoch(s).", "", "## Training data", "", "| class | training images |", "|---|---|"]
-    lines += [f"| {name} | {count if count is not None else 'not recorded'} |" for name, count in zip(names, counts)]
+    lines += [f"| {code_span(name, in_table=True)} | {count if isinstance(count, int) else 'not recorded'} |"
+              for name, count in zip(names, counts)]
     lines += ["", f"## Validation (epoch {values['epoch']})", ""]
     lines += [f"- {key}: {row[key]:.4f}" for key in ("val_acc", "val_loss", "val_macro_f1") if key in row] or [
         "- not recorded"]
-    lines += ["", "## Made with", "", f"- command: `{' '.join(environment.get('command', ['not recorded']))}`"]
-    lines += [f"- {key} {environment[key]}" for key in ("python", "torch", "torchvision") if key in environment]
+    command = " ".join(environment.get("command", ["not recorded"]))
+    lines += ["", "## Made with", "", f"- command: {code_span(command)}"]
+    lines += [f"- {key} {code_span(environment[key])}" for key in ("python", "torch", "torchvision")
+              if key in environment]
     lines += ["", "## Preprocessing", "",
               f"Resize the shorter side to {values.get('resize_size') or values['image_size']} px "
               f"({values.get('interpolation', 'bilinear')}), centre-crop "
@@ -173,8 +223,9 @@ def card(values: dict[str, Any], state: dict[str, Any], environment: dict[str, A
 def _loading(values: dict[str, Any]) -> list[str]:
     library = "timm" if values.get("timm") else "torchvision"
     if values.get(library) is None:
-        return [f"`{values['backbone']}` is not rebuilt by torchvision's builder with this head (your own module, or "
-                f"a classifier that is not a last Linear layer): build the backbone without its classifier, add "
+        return [f"{code_span(values['backbone'])} is not rebuilt by torchvision's builder with this head (your own "
+                "module, or a classifier that is not a last Linear layer): build the backbone without its classifier, "
+                "add "
                 f"`head = nn.Linear(features, {len(values['class_names'])})`, and load model.safetensors into both "
                 "(keys `backbone.*` and `head.*`), or use this project's predict.py."]
     builder = {"timm": 'timm.create_model(recipe["model"]',
@@ -183,4 +234,17 @@ def _loading(values: dict[str, Any]) -> list[str]:
             f'config = json.load(open("config.json")); recipe = config["{library}"]',
             f'model = {builder[library]}, num_classes=len(config["class_names"]), **recipe["kwargs"]).eval()',
             'model.load_state_dict({recipe["keys"].get(k, k.removeprefix("backbone.")): v '
-            'for k, v in load_file("model.safetensors").items()})', "```"]
+            'for k, v in load_file("model.safetensors").items()})', "```", "",
+            "Then classify a photo as this project's predict.py does (the preprocessing above):", "", *PREDICT]
+
+
+PREDICT = ["```python", "import torch", "from PIL import Image, ImageOps", "from torchvision.transforms import v2",
+           'resize = v2.Resize(config["resize_size"] or config["image_size"], antialias=True, '
+           'interpolation=v2.InterpolationMode(config.get("interpolation", "bilinear")))',
+           'preprocess = v2.Compose([v2.ToImage(), resize, v2.CenterCrop(config["image_size"]), '
+           'v2.ToDtype(torch.float32, scale=True), v2.Normalize(config["mean"], config["std"])])',
+           'image = ImageOps.exif_transpose(Image.open("photo.jpg")).convert("RGB")',
+           "with torch.no_grad():",
+           "    probs = model(preprocess(image).unsqueeze(0)).softmax(dim=1)[0]  # one probability per class",
+           'print(config["class_names"][int(probs.argmax())], dict(zip(config["class_names"], probs.tolist())))',
+           "```"]

@@ -45,6 +45,16 @@ def test_mlflow_that_is_not_installed_is_one_line_and_exit_2(tiny_data, tmp_path
     assert not out.exists()
 
 
+def test_without_mlflow_installed_a_run_that_does_not_ask_for_it_is_quiet(tiny_data, tmp_path, monkeypatch, capsys):
+    """The mlflow answer's project, mlflow not installed, --logger csv: the run neither needs nor mentions it."""
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    out = tmp_path / "run"
+    assert train.main(train_args(tiny_data, out, "csv")) == 0
+    err = capsys.readouterr().err
+    assert "mlflow" not in err and "warning" not in err, err
+    assert torch.load(out / "last.pt", map_location="cpu", weights_only=True)["epoch"] == 2
+
+
 @pytest.fixture
 def mlflow_store(tmp_path, monkeypatch) -> str:
     """A local SQLite tracking store under the test's folder: no server, no network."""

@@ -29,7 +29,18 @@ def test_lines_mode_prints_short_plain_lines_and_a_last_one(capsys, monkeypatch)
             bar.show(index + 1, loss="0.1234", img_s="99")
     err = capsys.readouterr().err
     assert "\r" not in err and err.splitlines()[-1] == "epoch 1 train: 5/5  loss 0.1234  img_s 99"
-    assert len(err.splitlines()) == 6 and all(len(line) < 200 for line in err.splitlines())
+    assert len(err.splitlines()) == 5 and all(len(line) < 200 for line in err.splitlines())
+
+
+def test_a_slow_last_step_prints_its_line_once(capsys, monkeypatch):
+    """Under load every step outlasts the interval, the last one too: its line is printed once, not again at the
+    pass's end (no line twice in a row)."""
+    monkeypatch.setattr(progress, "LINE_EVERY_S", 0.0)  # every step slower than the interval
+    with Progress(range(3), "validate", "lines") as bar:
+        for index in bar:
+            bar.show(index + 1, loss="0.5")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["validate: 1/3  loss 0.5", "validate: 2/3  loss 0.5", "validate: 3/3  loss 0.5"]
 
 
 def test_auto_is_a_bar_on_a_terminal_and_lines_elsewhere(monkeypatch):

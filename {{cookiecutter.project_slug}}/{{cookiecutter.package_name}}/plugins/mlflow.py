@@ -104,11 +104,11 @@ class MLflowPlugin(Plugin):
         return True
 
     def after_epoch(self, run, row: dict) -> None:
-        from mlflow.entities import Metric
-
         last_step = row["epoch"] * run.steps_per_epoch
         if self.client is None or last_step <= self.logged_until:
-            return  # not ours, or logged before the interruption: exact resume redid the same numbers
+            return  # not ours (mlflow may not even be installed), or logged before the interruption (exact resume)
+        from mlflow.entities import Metric
+
         stamp = int(1000 * time.time())
         points = [Metric(key, value, stamp, last_step) for key, value in scalars(row).items()]
         losses = [] if run.step_losses is None else run.step_losses.tolist()  # one host read for the epoch

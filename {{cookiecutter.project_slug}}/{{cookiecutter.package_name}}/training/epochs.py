@@ -16,7 +16,7 @@ import torch
 from .. import metrics, outputs
 from ..devkit.atomic import atomic_link
 from ..errors import one_line
-from . import loop, recipe, run_state, seeding, stopping
+from . import loop, plugin_calls, recipe, run_state, seeding, stopping
 from .run import Run
 
 
@@ -27,14 +27,16 @@ def at_step_boundary(run: Run, out: Path, epoch: int, step: int, totals: loop.Ru
     With several processes every one takes the same decision at the same step (one small agreement of host
     values, never waiting for the device), so they stop together and the checkpoint holds a step all completed.
     """
-    for plugin in run.plugins:
-        plugin.after_step(run, epoch, step)
-    signum, save_due = run.processes.max([run.stop.signum or 0, int(run.save_clock.due())])
-    if signum or save_due:
+    failure = plugin_calls.tell(run, "after_step", epoch, step)  # a plugin that failed: saved as a signal would be
+    signum, save_due, failed = run.processes.max([run.stop.signum or 0, int(run.save_clock.due()),
+                                                  int(failure is not None)])
+    if signum or save_due or failed:
         epoch_totals = totals.saved(run.hw)  # a collective with several processes: every one calls it
         if run.processes.is_main():
             run_state.save(out / "last.pt", run.state(epoch, step, epoch_totals))
         run.save_clock.reset()
+    if failed:
+        raise plugin_calls.PluginFailed(failure, "after_step", epoch, step)
     if signum:
         raise stopping.TrainingInterrupted(signum, epoch, step)
 
@@ -61,8 +63,9 @@ def run_epoch(run: Run, epoch: int, out: Path) -> dict:
         seeding.seed_epoch(cfg.seed, epoch)
     # start_step counts optimizer steps; each took --accum-steps batches
     run.train_loader.sampler.set_epoch(epoch, start=start_step * cfg.accum_steps * cfg.batch_size)
-    for plugin in run.plugins:
-        plugin.before_epoch(run, epoch)
+    failure = plugin_calls.tell(run, "before_epoch", epoch)
+    if plugin_calls.agreed(run, failure):  # last.pt holds where this epoch starts
+        raise plugin_calls.PluginFailed(failure, "before_epoch", epoch, start_step)
     collect = any(getattr(plugin, "wants_step_losses", False) for plugin in run.plugins)
     plan = loop.EpochPlan(epoch, start_step, loop.RunningTotals.start(run.device, run.resumed_totals
                                                                      if start_step else None),
@@ -77,8 +80,11 @@ def run_epoch(run: Run, epoch: int, out: Path) -> dict:
     run.unreadable.pool(run.processes)
     run.unreadable.check()  # too many unreadable files: stop (exit 2) rather than train on what is left
     row = _metrics_row(run, epoch, train_stats, val_stats, metrics.class_report(confusion))
-    for plugin in run.plugins:  # other weights validated too (the EMA's): best.pt keeps whichever is better
-        plugin.validated(run, row)
+    # other weights validated too (the EMA's): best.pt keeps whichever is better
+    failure = plugin_calls.tell(run, "validated", row)
+    if plugin_calls.agreed(run, failure):  # the epoch is trained and validated: kept, as a signal would keep it
+        save_epoch(run, row, out)
+        raise plugin_calls.PluginFailed(failure, "validated", epoch + 1, 0)
     return row
 
 
@@ -113,8 +119,9 @@ def tell_epoch(run: Run, plugin, row: dict) -> None:
     try:
         plugin.after_epoch(run, row)
     except Exception as error:  # a corrupted store, a killed service, a full disk on the tracker's side
-        if not plugin.optional:
-            raise
+        if not plugin.optional:  # the epoch is saved: the run ends there
+            raise plugin_calls.PluginFailed((plugin.name, "after_epoch", error), "after_epoch", row["epoch"] + 1,
+                                            0) from error
         reason = one_line(error)[:200]
         print(f"warning: {plugin.name} failed at epoch {row['epoch']} ({type(error).__name__}: {reason}); "
               "metrics.csv and the checkpoints go on without it", file=sys.stderr, flush=True)

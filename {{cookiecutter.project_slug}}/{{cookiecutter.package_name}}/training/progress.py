@@ -32,7 +32,7 @@ class Progress:
     def __init__(self, iterable, desc: str, mode: str | bool = "none"):
         mode = {True: "auto", False: "none"}.get(mode, mode)  # a str is never equal to a bool
         self.iterable, self.desc, self.mode, self.position, self.total = iterable, desc, resolve(mode), 0, len(iterable)
-        self.last_line, self.figures = time.monotonic(), {}
+        self.last_line, self.figures, self.printed = time.monotonic(), {}, None
         self.bar = tqdm(iterable, desc=desc, total=self.total, leave=False) if self.mode == "bar" else None
 
     def __iter__(self):
@@ -44,8 +44,8 @@ class Progress:
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.close()  # cleared: what is printed next starts on a line of its own
-        elif self.mode == "lines" and exc[0] is None and self.figures:
-            self._line()
+        elif self.mode == "lines" and exc[0] is None and self.figures and self.printed != self.position:
+            self._line()  # the pass's last figures, unless the clock just printed them (a slow last step)
 
     def show(self, position: int, **figures: str) -> None:
         """The figures at the `position`-th item: the bar's postfix, or a line when LINE_EVERY_S has passed."""
@@ -56,6 +56,6 @@ class Progress:
             self._line()
 
     def _line(self) -> None:
-        self.last_line = time.monotonic()
+        self.last_line, self.printed = time.monotonic(), self.position
         figures = "  ".join(f"{key} {value}" for key, value in self.figures.items())
         print(f"{self.desc}: {self.position}/{self.total}  {figures}", file=sys.stderr, flush=True)

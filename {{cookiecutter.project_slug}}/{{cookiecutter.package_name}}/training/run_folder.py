@@ -33,6 +33,7 @@ RUNS_ROOT = Path("runs")
 LATEST = "latest"
 RUN_FILES = ("last.pt", "best.pt", "metrics.csv", "curves.png")  # what --overwrite removes
 LOCK_FILE = ".lock"
+NAME_MAX = 255  # bytes in one file or folder name: ext4, XFS, Btrfs, APFS, NTFS (in UTF-16 units)
 _CLAIMED: dict[str, int] = {}  # the absolute path of each run folder this process locked -> its lock's descriptor
 
 
@@ -82,7 +83,11 @@ def resume_source(out: str | None, resume: str | None) -> str | None:
 
 
 def _check_writable_place(folder: Path) -> None:
-    """Refuse an --out that is a file, or inside one (RunDirError)."""
+    """Refuse an --out that is a file, or inside one, or a name no file system takes (RunDirError)."""
+    for part in folder.parts:  # before any folder of it is made; beyond it the kernel's answer is an OSError
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise RunDirError(f"--out: the name {part[:40]}... is {len(os.fsencode(part))} bytes long; file systems "
+                              f"take at most {NAME_MAX} bytes per folder name")
     for place in (folder, *folder.parents):
         if place.exists():
             if not place.is_dir():
