@@ -15,27 +15,20 @@ import contextlib
 import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from {{ cookiecutter.package_name }} import cli, devkit, settings
 from {{ cookiecutter.package_name }}.deferred import deferred
 from {{ cookiecutter.package_name }}.plugins import Plugin, load_plugins
 
-if TYPE_CHECKING:
-    from {{ cookiecutter.package_name }}.training.run import Run
-
 # What the run is built from: torch and the rest load when first used, once the flags passed (ARCHITECTURE.md)
-torch = deferred("torch")
-startup = deferred("{{ cookiecutter.package_name }}.startup")
-epochs = deferred("{{ cookiecutter.package_name }}.training.epochs")
-run_folder = deferred("{{ cookiecutter.package_name }}.training.run_folder")
-seeding = deferred("{{ cookiecutter.package_name }}.training.seeding")
-stopping = deferred("{{ cookiecutter.package_name }}.training.stopping")
+torch, startup = deferred("torch"), deferred("{{ cookiecutter.package_name }}.startup")
+epochs, run_folder = deferred("{{ cookiecutter.package_name }}.training.epochs"), deferred("{{ cookiecutter.package_name }}.training.run_folder")
+seeding, stopping = deferred("{{ cookiecutter.package_name }}.training.seeding"), deferred("{{ cookiecutter.package_name }}.training.stopping")
 training_run = deferred("{{ cookiecutter.package_name }}.training.run")
 plugin_calls = deferred("{{ cookiecutter.package_name }}.training.plugin_calls")
 
 
-def report_start(run: Run, start: startup.Start) -> None:
+def report_start(run: training_run.Run, start: startup.Start) -> None:
     """What the run is about to do: the device, the notes, the image size, the weights' source."""
     say = run.processes.print
     ranks = f", one of {run.processes.world_size} processes" if run.processes.world_size > 1 else ""
@@ -73,7 +66,7 @@ def train(typed: settings.Settled, installed: list[Plugin]) -> int:
         return train_in(run, out, start)
 
 
-def train_in(run: Run, out: Path, start: startup.Start) -> int:
+def train_in(run: training_run.Run, out: Path, start: startup.Start) -> int:
     """Write the run's first files into `out` (claimed), train, and say how it ended."""
     for plugin in run.plugins:  # before the first file: a tracker that cannot start leaves no last.pt
         plugin.start(run, out)
@@ -92,7 +85,7 @@ def train_in(run: Run, out: Path, start: startup.Start) -> int:
     return 0
 
 
-def stopped(run: Run, out: Path, start: startup.Start, stop: Exception) -> int:
+def stopped(run: training_run.Run, out: Path, start: startup.Start, stop: Exception) -> int:
     """What a stop request or a plugin's failure left in `out` (saved at that point), and how to go on."""
     held = f"epoch {stop.epoch} step {stop.step}" if stop.step else f"epoch {stop.epoch - 1}"
     if isinstance(stop, stopping.TrainingInterrupted):
