@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from {{ cookiecutter.package_name }} import cli, config, model_files
+from {{ cookiecutter.package_name }} import cli, config, model_files, model_folder
 from {{ cookiecutter.package_name }}.data.folders import DataError, load_rgb, short_side
 from {{ cookiecutter.package_name }}.data.listing import image_files
 from {{ cookiecutter.package_name }}.data.transforms import build_transforms
@@ -114,7 +114,7 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> model_file
         # auto may pick a GPU that the installed onnxruntime cannot use: then the CPU runs it, with a note
         explicit = not config.device_spec(args.device).strip().lower().startswith("auto")
         return model_files.load(args.checkpoint, device, explicit=explicit)
-    state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
+    state = model_folder.read_any(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
     return model_files.TorchPredictor(half_copy(model) if args.half else model, metadata, device)

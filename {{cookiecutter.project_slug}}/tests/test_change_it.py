@@ -1,6 +1,7 @@
 """The README's "Change it" recipes that edit the package, made the way the project's owner makes them: a few
 lines in the one file the README names (in a copy of the project), then the changed project trains, resumes,
-evaluates, predicts and exports with loader workers on, and the change is what it used.
+evaluates, predicts and exports with loader workers on, and the change is what it used. evaluate.py on best.pt
+and last.pt prints what metrics.csv recorded for their epochs (run_helpers.assert_evaluate_equals_training).
 
 The recipes that need no edit of the package (your own data, your own backbone, an optimizer and schedule by
 flag) have their tests beside the code they exercise; README.md's "Change it" table names each one.
@@ -22,6 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import HANG_S
+from run_helpers import assert_evaluate_equals_training, evaluated_figures
+
+import evaluate
 
 PROJECT = Path(__file__).resolve().parent.parent
 PACKAGE = "{{ cookiecutter.package_name }}"
@@ -39,6 +43,7 @@ steps = {
     "train": lambda: train.main([*common, "--epochs", "1"]),
     "resume": lambda: train.main([*common, "--epochs", "2", "--resume", out]),
     "evaluate": lambda: evaluate.main([out + "/best.pt", "--device", "cpu", "--workers", "1"]),
+    "evaluate_last": lambda: evaluate.main([out + "/last.pt", "--device", "cpu", "--workers", "1"]),
     "predict": lambda: predict.main([out + "/best.pt", image, "--device", "cpu", "--json"]),
     "export": lambda: export.main([out + "/best.pt", "--format", "pt2", "--out", out + "/model.pt2"]),
 }
@@ -68,16 +73,95 @@ def changed_copy(tmp_path: Path, relative: str, change: Callable[[str], str]) ->
     return copy
 
 
-def run_lifecycle(copy: Path, data: Path, out: Path, *flags: str) -> str:
-    """Train, resume, evaluate, predict and export in the changed copy; every step must exit 0. Its output."""
-    image = next(iter(sorted((data / "val").rglob("*.png"))))
-    result = subprocess.run([sys.executable, "-c", LIFECYCLE, str(data), str(out), str(image), *flags], cwd=copy,
-                            capture_output=True, text=True, timeout=HANG_S,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    done = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("STEP ")]
+def run_steps(script: str, copy: Path, *args: str) -> tuple[list[str], str]:
+    """Run `script` (its steps print `STEP name code`) in the changed copy: the steps done, and its output."""
+    result = subprocess.run([sys.executable, "-c", script, *args], cwd=copy, capture_output=True, text=True,
+                            timeout=HANG_S, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert done == ["train", "resume", "evaluate", "predict", "export"]
-    return result.stdout
+    return [line.split()[1] for line in result.stdout.splitlines() if line.startswith("STEP ")], result.stdout
+
+
+def run_lifecycle(copy: Path, data: Path, out: Path, *flags: str) -> str:
+    """Train, resume, evaluate, predict and export in the changed copy; every step must exit 0, and evaluate.py
+    on best.pt and last.pt must print what metrics.csv recorded. Its output."""
+    image = next(iter(sorted((data / "val").rglob("*.png"))))
+    done, printed = run_steps(LIFECYCLE, copy, str(data), str(out), str(image), *flags)
+    assert done == ["train", "resume", "evaluate", "evaluate_last", "predict", "export"]
+    assert_evaluate_equals_training(printed, out)
+    return printed
+
+
+# The quick tier's run: one epoch, then evaluate.py on best.pt and last.pt (loader workers on, as users run)
+TRAIN_EVALUATE = """
+import sys
+import evaluate, train
+
+data, out = sys.argv[1:]
+code = train.main(["--data", data, "--out", out, "--device", "cpu", "--batch-size", "8", "--image-size", "32",
+                   "--no-pretrained", "--precision", "fp32", "--parallel", "none", "--workers", "1", "--epochs", "1"])
+print(f"STEP train {code}", flush=True)
+for name in ("best.pt", "last.pt"):
+    code = code or evaluate.main([out + "/" + name, "--device", "cpu", "--workers", "1"])
+    print(f"STEP {name} {code}", flush=True)
+"""
+
+
+def train_and_evaluate(copy: Path, data: Path, out: Path) -> str:
+    """One epoch in the changed copy, then evaluate.py on best.pt and last.pt, which must print what metrics.csv
+    recorded for the epoch (the loss and every metric). Its output."""
+    done, printed = run_steps(TRAIN_EVALUATE, copy, str(data), str(out))
+    assert done == ["train", "best.pt", "last.pt"]
+    assert_evaluate_equals_training(printed, out)
+    return printed
+
+
+FOCAL_LOSS = '''
+
+class FocalLoss(nn.Module):
+    """Cross entropy scaled by (1 - p)^gamma: the images already classified well count less."""
+
+    def __init__(self, gamma: float = 2.0):
+        super().__init__()
+        self.gamma = gamma
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        log_p = F.log_softmax(logits.float(), dim=1).gather(1, targets[:, None]).squeeze(1)  # (B,)
+        return (-((1 - log_p.exp()) ** self.gamma) * log_p).mean()
+'''
+
+
+def _focal_loss(text: str) -> str:
+    """build_loss returns the focal loss, written at the end of task.py."""
+    built = "    return WeightedCrossEntropy(balanced_class_weights(counts), label_smoothing).to(device)"
+    return text.replace(built, "    return FocalLoss(gamma=2.0).to(device)", 1) + FOCAL_LOSS
+
+
+def test_a_focal_loss_in_task_py_is_what_training_and_evaluate_measure(tiny_data, tmp_path, capsys):
+    """task.py `build_loss`: a focal loss written there is what training minimised and recorded as val_loss, and
+    evaluate.py on best.pt and last.pt prints that val_loss, not the cross entropy's."""
+    copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", _focal_loss)
+    out = tmp_path / "run"
+    focal = evaluated_figures(train_and_evaluate(copy, tiny_data, out))[0]["val_loss"]
+    assert evaluate.main([str(out / "best.pt"), "--device", "cpu", "--workers", "1"]) == 0  # the unchanged project
+    [cross_entropy] = evaluated_figures(capsys.readouterr().out)
+    assert abs(cross_entropy["val_loss"] - focal) > 1e-3  # the change is what was measured
+
+
+def _top2_and_worst_recall(text: str) -> str:
+    """A top-2 accuracy (TOP_K) and a figure of our own from the confusion matrix: the worst class's recall."""
+    figures = 'figures = {"acc": report.accuracy, "macro_f1": report.macro_f1}'
+    return (text.replace("TOP_K = (5,)", "TOP_K = (2, 5)", 1)
+            .replace(figures, figures[:-1] + ', "worst_recall": min(report.recall)}', 1))
+
+
+def test_a_metric_in_task_py_reaches_metrics_csv_and_evaluate_prints_the_same(tiny_data, tmp_path):
+    """task.py: a top-2 accuracy and the worst class's recall become metrics.csv columns (top-5 has no column
+    with 4 classes), and evaluate.py on best.pt and last.pt prints the same figures under the same names."""
+    copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", _top2_and_worst_recall)
+    out = tmp_path / "run"
+    [printed, _] = evaluated_figures(train_and_evaluate(copy, tiny_data, out))
+    assert {"val_top2_acc", "val_worst_recall"} <= printed.keys() and "val_top5_acc" not in printed
+    assert printed["val_acc"] <= printed["val_top2_acc"] <= 1.0
 
 
 GREY_RECIPE = '''
@@ -101,11 +185,6 @@ def test_a_new_augmentation_recipe_in_transforms_py_trains_resumes_evaluates_pre
     assert (out / "model.pt2").is_file()
 
 
-def _add_worst_recall(text: str) -> str:
-    """A new column in _metrics_row, from the validation's ClassReport: the recall of the worst class."""
-    return text.replace('"val_macro_f1": round(val_report.macro_f1, 6)',
-                        '"val_macro_f1": round(val_report.macro_f1, 6),\n'
-                        '            "val_worst_recall": round(min(val_report.recall), 6)', 1)
 
 
 JSONL_TRACKER = """\"\"\"Ours: each epoch's metrics.csv row, every column, as a JSON line (--logger jsonl).\"\"\"
@@ -149,10 +228,10 @@ def read_jsonl(out: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_a_new_metric_in_metrics_row_reaches_metrics_csv_and_the_tracker_through_a_resume(tiny_data, tmp_path):
-    """training/epochs.py `_metrics_row`: a column computed from the validation's ClassReport lands in
-    metrics.csv for every epoch, the resumed one too, and reaches a tracker plugin (ours, --logger jsonl)."""
-    copy = with_jsonl_tracker(changed_copy(tmp_path, f"{PACKAGE}/training/epochs.py", _add_worst_recall))
+def test_a_new_metric_in_task_py_reaches_metrics_csv_and_the_tracker_through_a_resume(tiny_data, tmp_path):
+    """task.py: a figure computed from the validation's confusion matrix lands in metrics.csv for every epoch, the
+    resumed one too, and reaches a tracker plugin (ours, --logger jsonl)."""
+    copy = with_jsonl_tracker(changed_copy(tmp_path, f"{PACKAGE}/task.py", _top2_and_worst_recall))
     out = tmp_path / "run"
     run_lifecycle(copy, tiny_data, out, "--logger", "jsonl")
     with open(out / "metrics.csv", newline="") as handle:

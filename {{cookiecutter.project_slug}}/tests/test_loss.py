@@ -2,7 +2,7 @@
 
 import torch
 
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy, balanced_class_weights
+from {{ cookiecutter.package_name }}.task import WeightedCrossEntropy, balanced_class_weights
 
 
 def test_class_weights_follow_the_loss_to_the_device(device):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.metrics import class_report, format_report
+from {{ cookiecutter.package_name }}.task import class_report, format_report
 
 
 def test_f1_and_macro_f1_follow_their_definitions():

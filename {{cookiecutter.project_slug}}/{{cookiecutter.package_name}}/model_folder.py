@@ -26,6 +26,7 @@ from .backbones import builder_kwargs, find_classifier, is_import_path, resolve_
 from .devkit.atomic import DiskFullError, atomic_write
 from .devkit.placement import building_on
 from .model_files import ExportError, require
+from .training import run_state
 
 WEIGHTS, SETTINGS, CARD = "model.safetensors", "config.json", "README.md"
 FORMAT = "image-classifier safetensors folder, version 1"  # config.json's "format": what reads it back
@@ -100,9 +101,17 @@ def write(state: dict[str, Any], metadata: dict[str, Any], environment: dict[str
     return out
 
 
+def read_any(path: str | Path, *, trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A training checkpoint (a file, or a run folder's last.pt) or a model folder, checked alike (run_state.check);
+    `trusted`: the import paths its backbone may name (run_state.read)."""
+    if not is_model_folder(path):
+        return run_state.read(path, trusted=trusted)
+    return run_state.check(read(path), path, trusted=trusted)
+
+
 def read(folder: str | Path) -> dict[str, Any]:
     """The folder as a checkpoint's layout (model, config, class_names, image_size, preprocessing), unchecked:
-    run_state.read checks it as it checks every checkpoint."""
+    read_any checks it as run_state.read checks every checkpoint."""
     folder = Path(folder)
     try:
         values = json.loads((folder / SETTINGS).read_text(encoding="utf-8"))
