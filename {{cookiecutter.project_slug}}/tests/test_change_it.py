@@ -17,19 +17,15 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from changes import PACKAGE, PROJECT, changed_copy, focal_loss, top2_and_worst_recall
 from conftest import HANG_S
 from run_helpers import assert_evaluate_equals_training, evaluated_figures
 
 import evaluate
-
-PROJECT = Path(__file__).resolve().parent.parent
-PACKAGE = "{{ cookiecutter.package_name }}"
-SOURCES = ("train.py", "evaluate.py", "predict.py", "export.py", PACKAGE)
 
 # One interpreter for the whole life of a run: train one epoch, resume to two, evaluate, predict, export.
 LIFECYCLE = """
@@ -53,24 +49,6 @@ for name, step in steps.items():
     if code != 0:
         sys.exit(1)
 """
-
-
-def changed_copy(tmp_path: Path, relative: str, change: Callable[[str], str]) -> Path:
-    """A copy of the project's code with `change` made to the text of `relative` (a path under the project)."""
-    copy = tmp_path / "project"
-    copy.mkdir()
-    for name in SOURCES:
-        source = PROJECT / name
-        if source.is_dir():
-            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, copy / name)
-    path = copy / relative
-    before = path.read_text(encoding="utf-8")
-    after = change(before)
-    assert after != before, f"the change to {relative} did not apply"
-    path.write_text(after, encoding="utf-8")
-    return copy
 
 
 def run_steps(script: str, copy: Path, *args: str) -> tuple[list[str], str]:
@@ -115,31 +93,10 @@ def train_and_evaluate(copy: Path, data: Path, out: Path) -> str:
     return printed
 
 
-FOCAL_LOSS = '''
-
-class FocalLoss(nn.Module):
-    """Cross entropy scaled by (1 - p)^gamma: the images already classified well count less."""
-
-    def __init__(self, gamma: float = 2.0):
-        super().__init__()
-        self.gamma = gamma
-
-    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        log_p = F.log_softmax(logits.float(), dim=1).gather(1, targets[:, None]).squeeze(1)  # (B,)
-        return (-((1 - log_p.exp()) ** self.gamma) * log_p).mean()
-'''
-
-
-def _focal_loss(text: str) -> str:
-    """build_loss returns the focal loss, written at the end of task.py."""
-    built = "    return WeightedCrossEntropy(balanced_class_weights(counts), label_smoothing).to(device)"
-    return text.replace(built, "    return FocalLoss(gamma=2.0).to(device)", 1) + FOCAL_LOSS
-
-
-def test_a_focal_loss_in_task_py_is_what_training_and_evaluate_measure(tiny_data, tmp_path, capsys):
+def test_afocal_loss_in_task_py_is_what_training_and_evaluate_measure(tiny_data, tmp_path, capsys):
     """task.py `build_loss`: a focal loss written there is what training minimised and recorded as val_loss, and
     evaluate.py on best.pt and last.pt prints that val_loss, not the cross entropy's."""
-    copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", _focal_loss)
+    copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", focal_loss)
     out = tmp_path / "run"
     focal = evaluated_figures(train_and_evaluate(copy, tiny_data, out))[0]["val_loss"]
     assert evaluate.main([str(out / "best.pt"), "--device", "cpu", "--workers", "1"]) == 0  # the unchanged project
@@ -147,17 +104,10 @@ def test_a_focal_loss_in_task_py_is_what_training_and_evaluate_measure(tiny_data
     assert abs(cross_entropy["val_loss"] - focal) > 1e-3  # the change is what was measured
 
 
-def _top2_and_worst_recall(text: str) -> str:
-    """A top-2 accuracy (TOP_K) and a figure of our own from the confusion matrix: the worst class's recall."""
-    figures = 'figures = {"acc": report.accuracy, "macro_f1": report.macro_f1}'
-    return (text.replace("TOP_K = (5,)", "TOP_K = (2, 5)", 1)
-            .replace(figures, figures[:-1] + ', "worst_recall": min(report.recall)}', 1))
-
-
 def test_a_metric_in_task_py_reaches_metrics_csv_and_evaluate_prints_the_same(tiny_data, tmp_path):
     """task.py: a top-2 accuracy and the worst class's recall become metrics.csv columns (top-5 has no column
     with 4 classes), and evaluate.py on best.pt and last.pt prints the same figures under the same names."""
-    copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", _top2_and_worst_recall)
+    copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", top2_and_worst_recall)
     out = tmp_path / "run"
     [printed, _] = evaluated_figures(train_and_evaluate(copy, tiny_data, out))
     assert {"val_top2_acc", "val_worst_recall"} <= printed.keys() and "val_top5_acc" not in printed
@@ -231,7 +181,7 @@ def read_jsonl(out: Path) -> list[dict]:
 def test_a_new_metric_in_task_py_reaches_metrics_csv_and_the_tracker_through_a_resume(tiny_data, tmp_path):
     """task.py: a figure computed from the validation's confusion matrix lands in metrics.csv for every epoch, the
     resumed one too, and reaches a tracker plugin (ours, --logger jsonl)."""
-    copy = with_jsonl_tracker(changed_copy(tmp_path, f"{PACKAGE}/task.py", _top2_and_worst_recall))
+    copy = with_jsonl_tracker(changed_copy(tmp_path, f"{PACKAGE}/task.py", top2_and_worst_recall))
     out = tmp_path / "run"
     run_lifecycle(copy, tiny_data, out, "--logger", "jsonl")
     with open(out / "metrics.csv", newline="") as handle:

@@ -61,9 +61,6 @@ def settle(argv: list[str] | None, plugins: list) -> Start:
             plan, notes = dataclasses.replace(plan, resume=source), [*notes, sent]
         pretrained, weights_note = model.resolve_pretrained(  # a resumed run or --init-from brings its own weights
             cfg.backbone, cfg.pretrained and not (plan.resume or cfg.init_from), "pretrained" in settled.explicit)
-        if cfg.init_from and not plan.resume:  # a new run from a checkpoint's weights (and their preprocessing)
-            trusted = config.trusted_imports(cfg.backbone, cfg.data, *cfg.allow_import)
-            state = run_state.read(cfg.init_from, trusted=trusted, config_class=type(cfg))
     except BaseException:
         processes.close()
         raise
@@ -92,13 +89,16 @@ def on_device(typed: settings.Settled, device: torch.device, plugins: list
 
 
 def resumed(typed: settings.Settled, plugins: list) -> tuple[settings.Settled, list[str], dict | None]:
-    """With --resume: the settings of the run it continues (its checkpoint's config), with notes, and the checkpoint
-    (read and checked once, here: the run is built from it)."""
+    """With --resume: the settings of the run it continues (its checkpoint's config), with notes; and the checkpoint
+    the run starts from (--resume's, else --init-from's), read and checked once, here: the run is built from it."""
     cfg = typed.cfg
     source = run_folder.resume_source(cfg.out, cfg.resume)
-    if source is None or (os.environ.get("RANK", "0") != "0" and not checkpoint_file(source).is_file()):
-        return typed, [], None  # nothing to continue, or not on this node: settled again from the main process's copy
     trusted = config.trusted_imports(cfg.backbone, cfg.data, *cfg.allow_import)  # typed, or from a checked file
+    if source is None:  # a new run: from --init-from's weights (and their preprocessing) where given
+        start = run_state.read(cfg.init_from, trusted=trusted, config_class=type(cfg)) if cfg.init_from else None
+        return typed, [], start
+    if os.environ.get("RANK", "0") != "0" and not checkpoint_file(source).is_file():
+        return typed, [], None  # not on this node: settled again from the main process's copy
     state = run_state.read(source, trusted=trusted, config_class=type(cfg))
     if "data" not in typed.explicit:  # the run goes on reading the data its checkpoint names
         config.check_imports(state["config"], trusted, f"{source}: config", keys=("data",))

@@ -17,10 +17,10 @@ from ddp_helpers import free_port, torchrun_env
 from torch import nn
 
 from {{ cookiecutter.package_name }}.errors import ConfigError
-from {{ cookiecutter.package_name }}.task import Metrics
 from {{ cookiecutter.package_name }}.plugins.ddp import PLUGIN
 from {{ cookiecutter.package_name }}.plugins.ddp.processes import DistributedProcesses
 from {{ cookiecutter.package_name }}.processes import Processes
+from {{ cookiecutter.package_name }}.task import Metrics
 from {{ cookiecutter.package_name }}.training import epochs, loop, stopping, wrapping
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
