@@ -93,7 +93,7 @@ def train_and_evaluate(copy: Path, data: Path, out: Path) -> str:
     return printed
 
 
-def test_afocal_loss_in_task_py_is_what_training_and_evaluate_measure(tiny_data, tmp_path, capsys):
+def test_a_focal_loss_in_task_py_is_what_training_and_evaluate_measure(tiny_data, tmp_path, capsys):
     """task.py `build_loss`: a focal loss written there is what training minimised and recorded as val_loss, and
     evaluate.py on best.pt and last.pt prints that val_loss, not the cross entropy's."""
     copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", focal_loss)

@@ -1,4 +1,4 @@
-"""evaluate.py and metrics.py: the one evaluation loop, per-class precision/recall, and the confusion-matrix PNG."""
+"""evaluate.py and the task's metrics: the one evaluation loop, per-class figures, and the confusion-matrix PNG."""
 
 import re
 
@@ -112,7 +112,7 @@ def test_plain_cross_entropy_would_not_match_the_recorded_val_loss(imbalanced_ru
 
 
 def test_the_confusion_matrix_is_filled_by_the_evaluation_loop_itself(checkpoint, tiny_data):
-    """engine.evaluate counts every image into the matrix it is given; its accuracy is the loop's accuracy."""
+    """loop.evaluate counts every image into the metrics it is given; their accuracy is the loop's accuracy."""
     state = run_state.read(checkpoint)
     model = run_state.model_from_state(state, CPU)
     loader = build_loader(image_folder(tiny_data, "val", 32, train=False), 4, CPU, train=False)
