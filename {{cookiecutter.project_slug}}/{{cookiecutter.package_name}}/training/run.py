@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from pathlib import Path
 
 import torch
 import tqdm
 
-from .. import model, outputs, task
+from .. import model, task
 from ..config import TrainConfig
 from ..data import build_loaders
 from ..data.loaders import PREFETCH_BATCHES
@@ -127,15 +126,4 @@ class Run:
         # Read onto the CPU: load_state_dict places weights and optimizer moments on the parameters'
         # device, keeps AdamW's `step` counters on the CPU where torch wants them, and the RNG
         # states stay host tensors (a CUDA one cannot become a NumPy array).
-        epoch, step = run_state.resume_position(state)
-        # Another number of processes: the same sample of the epoch in this run's steps, or a ResumeLayoutError
-        self.start_step, self.resume_notes = self.processes.continue_at(state.get("layout"), step, self.layout(),
-                                                                        path)
-        self.start_epoch = epoch
-        run_state.restore_training(state, run=self, source=path,
-                                   steps_done=(epoch - 1) * self.steps_per_epoch + self.start_step)
-        # The saved sums are every process's together: the main one alone carries them on.
-        self.resumed_totals = state.get("epoch_totals") if self.start_step and self.processes.is_main() else None
-        self.best_acc = state["best_val_acc"]
-        self.unreadable.found.update({split: set(paths) for split, paths in state.get("unreadable", {}).items()})
-        self.rows = run_state.metrics_until_epoch(state, outputs.read_metrics(Path(self.cfg.out) / "metrics.csv"))
+        run_state.continue_run(state, run=self, source=path)

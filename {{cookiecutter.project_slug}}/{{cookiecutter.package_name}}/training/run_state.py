@@ -46,6 +46,7 @@ from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
 from ..errors import one_line
 from ..model import Classifier, build_model
+from ..outputs import read_metrics
 from . import optimization, run_folder, seeding, state_check
 
 
@@ -129,6 +130,21 @@ def loss_from_state(state: dict[str, Any], device: torch.device) -> torch.nn.Mod
     it (a model folder records no class counts: unweighted)."""
     counts = state.get("class_counts") or [1] * len(state["class_names"])
     return task.build_loss(counts, state["config"].get("label_smoothing", 0.0), device)
+
+
+def continue_run(state: dict[str, Any], *, run, source: str) -> None:
+    """Set a freshly built run to continue where `state` stopped, after its epoch or at its step inside the epoch:
+    its weights, optimizer, schedule, scaler, RNG and plugins (restore_training), and its progress."""
+    epoch, step = resume_position(state)
+    # Another number of processes: the same sample of the epoch in this run's steps, or a ResumeLayoutError
+    run.start_step, run.resume_notes = run.processes.continue_at(state.get("layout"), step, run.layout(), source)
+    run.start_epoch = epoch
+    restore_training(state, run=run, source=source, steps_done=(epoch - 1) * run.steps_per_epoch + run.start_step)
+    # The saved sums are every process's together: the main one alone carries them on.
+    run.resumed_totals = state.get("epoch_totals") if run.start_step and run.processes.is_main() else None
+    run.best_acc = state["best_val_acc"]
+    run.unreadable.found.update({split: set(paths) for split, paths in state.get("unreadable", {}).items()})
+    run.rows = metrics_until_epoch(state, read_metrics(Path(run.cfg.out) / "metrics.csv"))
 
 
 def restore_training(state: dict[str, Any], *, run, source: str, steps_done: int = 0) -> None:
