@@ -94,19 +94,36 @@ def record_template_commit() -> None:
         handle.write(json.dumps(state, ensure_ascii=False, indent=2, separators=(",", ": ")) + "\n")
 
 
-def main() -> int:
-    # cruft (create or update) sets _commit and writes .cruft.json itself; its update bakes into scratch folders
-    # that must stay plain files, so neither .cruft.json nor a repository is made there.
-    if "_commit" not in ANSWERS:
-        record_template_commit()
-        if git("rev-parse", "--is-inside-work-tree") is None:  # not inside a repository the user already has
-            git("init", "--quiet")  # the README's first steps (pre-commit install) need a repository
-    for path, disabled in REMOVE_PATHS.items():
-        if disabled:
-            remove(path)
-    for folder in ("scripts", "docs", "tests/plugins"):  # a folder whose every file belongs to answers not chosen
+def remove_empty_folders() -> None:
+    """Remove a folder whose every file belongs to answers not chosen."""
+    for folder in ("scripts", "docs", "tests/plugins"):
         if os.path.isdir(folder) and not [name for name in os.listdir(folder) if name != "__pycache__"]:
             shutil.rmtree(folder)
+
+
+def parent_arguments() -> list[str]:
+    """The command line of the process that runs this hook (cookiecutter or cruft); [] where it cannot be read."""
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+            return handle.read().decode(errors="replace").split("\0")
+    except OSError:
+        pass
+    try:  # macOS and the BSDs have no /proc
+        done = subprocess.run(["ps", "-o", "args=", "-p", str(os.getppid())], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return done.stdout.split()
+
+
+def creating() -> bool:
+    """Whether this bake is the user's new project: plain cookiecutter, or `cruft create` (cruft sets _commit),
+    not one of the scratch bakes `cruft update` and `cruft diff` compare, which must stay plain files."""
+    return "_commit" not in ANSWERS or "create" in parent_arguments()
+
+
+def print_next_steps() -> None:
+    """What to run first, as the generated README's Quick start says it."""
     slug = ANSWERS["project_slug"]
     print(
         f"\nCreated {slug}. Next (README.md has the details):\n"
@@ -118,11 +135,25 @@ def main() -> int:
         "  python train.py --epochs 3                # trains on the built-in demo data\n"
         "  python evaluate.py runs/latest/best.pt    # accuracy, per-class table, confusion matrix\n"
         "  python predict.py runs/latest/best.pt data/demo/val/circle --topk 2\n"
-        '  python -m pytest -m "not slow"            # the device-consistency suite\'s quick tier\n'
+        '  python -m pytest -m "not slow" -n auto    # the device-consistency suite\'s quick tier\n'
         f"  python -m {ANSWERS['package_name']}.devkit          # what devices this machine has\n"
         "runs/latest is the newest run made without --out; a run with --out DIR leaves it alone: "
         "use DIR/best.pt.\n"
     )
+
+
+def main() -> int:
+    new_project = creating()
+    if new_project and "_commit" not in ANSWERS:  # under cruft create, cruft writes .cruft.json itself
+        record_template_commit()
+    if new_project and git("rev-parse", "--is-inside-work-tree") is None:  # not in a repository the user has
+        git("init", "--quiet")  # the README's first steps (pre-commit install) and `cruft update` need a repository
+    for path, disabled in REMOVE_PATHS.items():
+        if disabled:
+            remove(path)
+    remove_empty_folders()
+    if new_project:
+        print_next_steps()
     return 0
 
 

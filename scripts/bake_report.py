@@ -39,7 +39,7 @@ MAX_MODULE, MAX_FUNCTION, MAX_PARAMETERS, MAX_TRAIN, MAX_DEFAULT_CODE = 300, 50,
 LAYERS = {
     "devkit": 0,
     "errors": 1, "config": 1, "processes": 1, "hooks": 1,
-    "data": 2, "backbones": 2,
+    "data": 2, "backbones": 2, "backbones_timm": 2,
     "model": 3, "task": 3, "outputs": 3, "plots": 3, "model_files": 3,
     "pt2_check": 3,
     "training": 4,

@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     if code == 0:
         print(f"Checkpoints, metrics.csv and the curves are in {out}")
         # The interpreter that trained (the template's uv environment), not whatever `python` is on PATH
-        print(f"Next: cd {project} && {sys.executable} -m pytest")
+        # The quick tier (minutes); the whole suite adds real training runs
+        print(f"Next: cd {project} && {sys.executable} -m pytest -m 'not slow' -n auto")
     return code
 
 

@@ -83,5 +83,6 @@ RUN_FIRST = [
     "tests/test_baked_runs.py::test_quick_tier_passes",
     "tests/test_template_update.py",
     "tests/test_first_hour.py",
+    "tests/test_externally_managed.py",  # uv synced into a fresh clone: a minute or two
     "tests/test_baked_commands.py",
 ]

@@ -1,7 +1,8 @@
 """The device kit copied into projects that are not this template, following the kit's own README.
 
-Two small stand-ins shaped like the projects the kit was first adopted in (a CIFAR trainer whose `main.py`
-wraps its net in DataParallel, and a template whose `-d/--device` flag lists GPU indices), written here as
+Three small stand-ins shaped like the projects the kit was adopted in (a CIFAR trainer whose `main.py` wraps its
+net in DataParallel, a template whose `-d/--device` flag lists GPU indices, and a script that ran at module level
+with a `save_checkpoint` of its own, a boolean `--cuda` flag and old bare-state-dict checkpoints), written here as
 their owners would after reading `devkit/README.md`: `cp -r devkit`, the device resolved once, `run_main`
 around `main()`, `save_checkpoint`, `data_parallel`. Then, as in that README: the device lint on the project
 is clean, `--device cuda:1` on a machine without it is one line and exit 2, a checkpoint of GPU tensors holds
@@ -87,7 +88,59 @@ if __name__ == "__main__":
     sys.exit(run_main(main))
 '''
 
-PROJECTS = {"cifar": ("main.py", CIFAR_MAIN), "template": ("train.py", TEMPLATE_TRAIN)}
+GLOBALS_TRAIN = '''
+"""A stand-in for a script that ran at module level (helpers read its globals), had its own save_checkpoint and a
+boolean --cuda flag, and kept old checkpoints that are bare state dicts; ported as devkit/README.md says."""
+import argparse
+import sys
+
+import torch
+from torch import nn
+
+from devkit import resolve_device
+from devkit.checkpoint import load_checkpoint, load_model_state, model_state
+from devkit.checkpoint import save_checkpoint as save_portable  # the repo's own save_checkpoint keeps its name
+from devkit.edge import run_main
+
+net = optimizer = device = None  # set in main(); train() and save_checkpoint() read them
+
+
+def save_checkpoint(path):
+    """The repo's own helper, now writing through the kit: still a bare state dict, as old readers expect."""
+    save_portable(path, model_state(net))
+
+
+def train():
+    images, labels = torch.randn(8, 3, 8, 8, device=device), torch.randint(0, 10, (8,), device=device)
+    optimizer.zero_grad()
+    nn.functional.cross_entropy(net(images), labels).backward()
+    optimizer.step()
+
+
+def main() -> int:
+    global net, optimizer, device  # the body moved from module level: the helpers still read these names
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps ...")
+    parser.add_argument("--cuda", dest="device", action="store_const", const="cuda", help="the old flag: --device cuda")
+    parser.add_argument("--resume", default=None, help="a checkpoint: the kit's or an old bare state dict")
+    parser.add_argument("--save", default="checkpoint/ckpt.pth")
+    args = parser.parse_args()
+    device = resolve_device(args.device)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10)).to(device)
+    if args.resume:
+        load_model_state(net, load_checkpoint(args.resume, map_location=device))
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    train()
+    save_checkpoint(args.save)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
+'''
+
+PROJECTS = {"cifar": ("main.py", CIFAR_MAIN), "template": ("train.py", TEMPLATE_TRAIN),
+            "globals": ("train.py", GLOBALS_TRAIN)}
 
 
 @pytest.fixture(scope="module")
@@ -119,14 +172,17 @@ def test_the_lint_is_clean_on_a_project_that_copied_the_kit(adopted, name):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("name, flag", [("cifar", "cuda:1"), ("template", "1")])
-def test_a_device_the_machine_lacks_is_one_line_and_exit_2(adopted, name, flag):
-    """--device cuda:1 (or -d 1) with no GPU visible: one line naming what is there, exit 2, no traceback."""
+@pytest.mark.parametrize("name, flags", [("cifar", ["--device", "cuda:1"]), ("template", ["--device", "1"]),
+                                         ("globals", ["--device", "cuda:1"]), ("globals", ["--cuda"])])
+def test_a_device_the_machine_lacks_is_one_line_and_exit_2(adopted, name, flags):
+    """--device cuda:1 (or -d 1, or the old boolean --cuda) with no GPU visible: one line naming the device asked
+    for, exit 2, no traceback."""
     script = PROJECTS[name][0]
-    result = python(adopted[name], script, "--device", flag, CUDA_VISIBLE_DEVICES="")
+    result = python(adopted[name], script, *flags, CUDA_VISIBLE_DEVICES="")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    assert "cuda:1" in lines[0] and "Traceback" not in result.stderr
+    assert ("cuda:1" if "cuda:1" in flags or "1" in flags else "cuda") in lines[0]
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("name", PROJECTS)
@@ -139,7 +195,7 @@ def test_the_adopted_project_trains_and_saves_a_checkpoint_of_cpu_tensors(adopte
     assert result.returncode == 0, result.stderr
     saved = next(project.rglob("*.pth"))
     state = torch.load(saved, map_location="cpu", weights_only=True)
-    tensors = [value for value in state.get("net", state.get("state_dict", {})).values()]
+    tensors = [value for value in state.get("net", state.get("state_dict", state)).values()]
     assert tensors and all(tensor.device.type == "cpu" for tensor in tensors)
 
 
@@ -188,3 +244,21 @@ def test_dataparallel_is_built_around_the_resolved_device(adopted):
     """data_parallel(model, cuda:1) on two GPUs: device_ids [1, 0], outputs gathered on cuda:1."""
     result = python(adopted["template"], "-c", DATA_PARALLEL)
     assert result.returncode == 0 and result.stdout.strip() == "{'ids': [1, 0], 'out': 1}", result.stderr
+
+
+def test_an_old_bare_state_dict_resumes_and_the_new_checkpoint_is_one_too(adopted, tmp_path):
+    """A checkpoint of the module-global script's old kind (`torch.save(net.state_dict())` of a DataParallel net:
+    a bare state dict with `module.` keys) is read by the kit's load_checkpoint; the ported script's own
+    save_checkpoint, writing through the kit's, leaves a bare state dict again, which old readers load."""
+    import torch
+    from torch import nn
+
+    old_net = nn.DataParallel(nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10)))
+    torch.save(old_net.state_dict(), tmp_path / "old.pth")
+    saved = tmp_path / "new.pth"
+    result = python(adopted["globals"], "train.py", "--device", "cpu", "--resume", str(tmp_path / "old.pth"),
+                    "--save", str(saved))
+    assert result.returncode == 0, result.stderr
+    state = torch.load(saved, map_location="cpu", weights_only=True)
+    assert sorted(state) == ["1.bias", "1.weight"]  # no `module.`, no wrapping dict: what old readers expect
+    nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10)).load_state_dict(state)

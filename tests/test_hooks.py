@@ -61,15 +61,19 @@ def base_answers(**overrides: str) -> dict:
     return answers
 
 
-def run_hook(tmp_path: Path, name: str, answers: dict):
-    """Render hooks/<name>.py the way cookiecutter does and run it in a fresh project folder."""
+def run_hook(tmp_path: Path, name: str, answers: dict, under: str | None = None):
+    """Render hooks/<name>.py the way cookiecutter does and run it in a fresh project folder; `under` names the
+    cruft command (create, update) whose process runs it, as cruft's does."""
     env = StrictEnvironment(context={"cookiecutter": answers}, keep_trailing_newline=True)
     source = (TEMPLATE / "hooks" / f"{name}.py").read_text(encoding="utf-8")
     script = tmp_path / f"{name}.py"
     script.write_text(env.from_string(source).render(cookiecutter=answers), encoding="utf-8")
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
-    return run([sys.executable, str(script)], cwd=project, timeout=60, PWNED_FILE=str(tmp_path / "PWNED"))
+    hook = [sys.executable, str(script)]
+    if under:  # a parent process whose command line reads like `cruft update ...`
+        hook = [sys.executable, "-c", "import subprocess, sys; sys.exit(subprocess.call(sys.argv[2:]))", under, *hook]
+    return run(hook, cwd=project, timeout=60, PWNED_FILE=str(tmp_path / "PWNED"))
 
 
 def hook_errors(stderr: str) -> list[str]:
@@ -165,15 +169,21 @@ def test_hooks_read_answers_as_data(tmp_path, payload):
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-def test_under_cruft_the_post_gen_hook_leaves_cruft_json_and_the_repository_to_cruft(tmp_path):
-    """cruft sets _commit and writes .cruft.json itself; its update bakes into scratch folders that must hold the
-    template's files only, so there the hook makes neither .cruft.json nor .git (without _commit it makes both)."""
-    for commit, made in ((None, True), ("0" * 40, False)):
-        answers = base_answers(**({"_commit": commit} if commit else {}))
-        project = tmp_path / "project"
-        shutil.rmtree(project, ignore_errors=True)
-        assert run_hook(tmp_path, "post_gen_project", answers).returncode == 0
-        assert (project / ".cruft.json").exists() is made and (project / ".git").exists() is made
+@pytest.mark.parametrize(("under", "commit", "new_project"), [(None, None, True), ("create", "0" * 40, True),
+                                                               ("update", "0" * 40, False), ("diff", "0" * 40, False)])
+def test_the_post_gen_hook_makes_a_repository_and_says_what_next_only_for_a_new_project(tmp_path, under, commit,
+                                                                                        new_project):
+    """Plain cookiecutter and `cruft create` make the user's project: a git repository (cruft update needs one)
+    and the next steps, printed once. The bakes `cruft update` and `cruft diff` compare in scratch folders must
+    hold the template's files only and print nothing. Only plain cookiecutter gets .cruft.json from the hook (cruft
+    sets _commit and writes its own)."""
+    answers = base_answers(**({"_commit": commit} if commit else {}))
+    project = tmp_path / "project"
+    proc = run_hook(tmp_path, "post_gen_project", answers, under=under)
+    assert proc.returncode == 0, describe(proc)
+    assert (project / ".git").exists() is new_project
+    assert (project / ".cruft.json").exists() is (commit is None)
+    assert proc.stdout.count("Created ") == (1 if new_project else 0), proc.stdout
 
 
 # --- end to end through the cookiecutter CLI -----------------------------------------------------

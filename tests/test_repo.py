@@ -13,6 +13,7 @@ import pytest
 from helpers import CONTEXT, TEMPLATE
 
 README = (TEMPLATE / "README.md").read_text(encoding="utf-8")
+UV_FIRST = "python3 -m pip install -q --upgrade --target .uv uv && .uv/bin/uv run --locked "
 
 
 def section_command(title: str) -> str:
@@ -36,11 +37,12 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 
 def test_readme_commands_use_the_lock_file():
-    """Both README commands install uv with pip and run through the committed uv.lock."""
+    """Both README commands install uv with pip into ./.uv/ (allowed where PEP 668 refuses a plain install) and run
+    through the committed uv.lock."""
     assert (TEMPLATE / "uv.lock").is_file()
     for title in ("Try it", "Test it"):
         command = section_command(title)
-        assert command.startswith("python3 -m pip install -q uv && python3 -m uv run --locked "), command
+        assert command.startswith(UV_FIRST), command
 
 
 def test_try_it_command_runs_an_existing_script():
@@ -94,3 +96,6 @@ def test_try_it_bakes_defaults_and_runs_train_with_this_interpreter(tmp_path, mo
     assert command == [sys.executable, "train.py", "--epochs", "2", "--out", str(project / "runs" / "try-it")]
     printed = capsys.readouterr().out
     assert str(project) in printed and str(project / "runs" / "try-it") in printed
+    if train_exit == 0:  # the next step it suggests is the quick tier (minutes), not the whole suite
+        (suggestion,) = [line for line in printed.splitlines() if line.startswith("Next:")]
+        assert suggestion.endswith(f"{sys.executable} -m pytest -m 'not slow' -n auto"), suggestion

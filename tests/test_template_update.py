@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from helpers import DEFAULT_PACKAGE, TEMPLATE, describe, run, text_files
+from helpers import DEFAULT_PACKAGE, TEMPLATE, describe, run, subprocess_env, text_files
 
 GENERATIONS_BACK = 3  # how many first-parent commits before HEAD the project is generated from
 MARKER = "<!-- a line the newer template adds: the update must bring it -->"
@@ -180,3 +182,80 @@ def test_a_lean_project_gains_an_answers_machinery_by_cruft_update(scratch, tmp_
     suite = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "tests/test_config.py",
                  "tests/test_architecture.py"], cwd=project, timeout=900)
     assert suite.returncode == 0, describe(suite)
+
+
+def docs_blocks(project: Path) -> list[str]:
+    """The bash blocks of the project's docs/updates.md, in order."""
+    text = (project / "docs" / "updates.md").read_text(encoding="utf-8")
+    return re.findall(r"```bash\n(.*?)```", text, re.S)
+
+
+def in_shell(block: str, project: Path, config: Path, answers: str = "") -> subprocess.CompletedProcess:
+    """A docs block run by bash in the project, `cruft` being this session's cruft and `python` and `cookiecutter`
+    this interpreter's (`pip install cruft` is the line that provides them: not run here); `answers` are what the
+    user types."""
+    tools = project.parent / "tools"
+    tools.mkdir(exist_ok=True)
+    (tools / "cruft").write_text('#!/bin/sh\nexec ' + " ".join(f"'{part}'" for part in CRUFT) + ' "$@"\n')
+    (tools / "cruft").chmod(0o755)
+    for name, module in (("python", None), ("cookiecutter", "cookiecutter")):
+        command = f"'{sys.executable}'" + (f" -m {module}" if module else "")
+        (tools / name).write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+        (tools / name).chmod(0o755)
+    lines = [line for line in block.splitlines() if line.strip() and line.strip() != "pip install cruft"]
+    path = os.pathsep.join([str(tools), os.environ.get("PATH", "")])
+    env = subprocess_env(PATH=path, COOKIECUTTER_CONFIG=str(config), **GIT_IDENTITY)
+    return subprocess.run(["bash", "-c", "\n".join(lines)], cwd=project, env=env, input=answers, capture_output=True,
+                          text=True, timeout=900)
+
+
+def make_project(way: str, scratch: Scratch, tmp_path: Path, config: Path) -> subprocess.CompletedProcess:
+    """The project made at the template's `current` commit (its hook and docs are this working tree's), each way the
+    template README documents: a local clone's `cookiecutter . --output-dir ..`, `cookiecutter GIT_URL`,
+    `cruft create GIT_URL`."""
+    named = scratch.repo.with_name("template.git")  # cookiecutter takes a URL for git's when it says "git"
+    if not named.exists():
+        named.symlink_to(scratch.repo)
+    url = named.as_uri()  # file:///.../template.git: a git URL that needs no network
+    if way == "clone":
+        git(scratch.repo, "checkout", "--quiet", scratch.current)
+        try:  # PWD as a shell sets it: the hook finds a relative template folder from there
+            return run([sys.executable, "-m", "cookiecutter", ".", "--no-input", "--output-dir", str(tmp_path)],
+                       cwd=scratch.repo, timeout=300, COOKIECUTTER_CONFIG=str(config), PWD=str(scratch.repo))
+        finally:
+            git(scratch.repo, "checkout", "--quiet", "-")
+    if way == "url":
+        return run([sys.executable, "-m", "cookiecutter", url, "--checkout", scratch.current, "--no-input",
+                    "--output-dir", str(tmp_path)], cwd=tmp_path, timeout=300, COOKIECUTTER_CONFIG=str(config))
+    return cruft(tmp_path, config, "create", url, "--checkout", scratch.current, "--no-input",
+                 "--output-dir", str(tmp_path))
+
+
+@pytest.mark.parametrize("way", ["clone", "url", "cruft"])
+def test_the_update_docs_commands_work_for_a_project_made_each_documented_way(scratch, tmp_path, cli_config, way):
+    """docs/updates.md as written, in a project made each way: creation prints the next steps once and leaves a
+    git repository; the first-commit line, then `cruft check` (exit 1: a newer commit exists) and `cruft update
+    --skip-apply-ask` bring the newer template without printing the next steps again; the re-generate lines
+    re-generate the project from the template .cruft.json names, with its answers, and compare."""
+    made = make_project(way, scratch, tmp_path, cli_config)
+    assert made.returncode == 0, describe(made)
+    assert made.stdout.count("Created image-classifier.") == 1, made.stdout
+    project = tmp_path / "image-classifier"
+    assert git(project, "rev-parse", "--show-toplevel") == str(project.resolve())
+    blocks = docs_blocks(project)
+    assert len(blocks) == 4, blocks  # the first commit, the update, growing by an answer, re-generating
+    first_commit, update, _grow, regenerate = blocks
+    committed = in_shell(first_commit, project, cli_config)
+    assert committed.returncode == 0 and git(project, "status", "--porcelain") == "", describe(committed)
+    check = in_shell(update.split("\n")[1], project, cli_config)  # `cruft check` alone: exit 1 when outdated
+    assert check.returncode == 1, describe(check)
+    updated = in_shell(update, project, cli_config)
+    assert updated.returncode == 0, describe(updated)
+    assert "Created " not in updated.stdout + updated.stderr, updated.stdout
+    assert json.loads((project / ".cruft.json").read_text())["commit"] == scratch.newest
+    assert (project / "README.md").read_text(encoding="utf-8").rstrip().endswith(MARKER)
+    git(project, "commit", "--quiet", "-am", "updated")
+    # made from the URL, cookiecutter asks whether to re-download the template it cloned then: the user says yes
+    compared = in_shell(regenerate, project, cli_config, answers="y\n")
+    assert compared.returncode in (0, 1) and "Traceback" not in compared.stderr, describe(compared)
+    assert "Only in" not in compared.stdout, compared.stdout  # the same files: nothing lost or added by the update

@@ -49,10 +49,22 @@ os.environ["WANDB_MODE"] = "offline"
 SESSION_TORCH_HOME = tempfile.mkdtemp(prefix="pytest-torch-home-")
 atexit.register(shutil.rmtree, SESSION_TORCH_HOME, ignore_errors=True)
 os.environ["TORCH_HOME"] = SESSION_TORCH_HOME
+# The same for timm's weights (the Hugging Face hub's cache), read offline: a test that wants weights writes them there.
+os.environ["HF_HOME"] = os.path.join(SESSION_TORCH_HOME, "huggingface")
+os.environ.pop("HF_HUB_CACHE", None)
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 # How long a test waits on a child process before calling it hung. A hang guard, never a speed limit: generous, so
 # a loaded machine makes the suite slower but not red (timings belong in benchmarks/). TEST_HANG_S changes it.
 HANG_S = float(os.environ.get("TEST_HANG_S", "1800"))
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which the [test] extra installs
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (the README's quick tier): one worker a CPU this process may use, at most four (each imports torch
+    and starts its tests' runs; more buys little on a laptop and costs memory on a large machine)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(4, usable))
 
 
 def _device_params() -> list:

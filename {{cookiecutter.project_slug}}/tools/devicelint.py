@@ -5,15 +5,16 @@ Usage::
 
     python tools/devicelint.py                    # what pyproject's [tool.devicelint] paths names, else the project
     python tools/devicelint.py PATH...            # files or folders (recurses into *.py), linted as one tree
+                                                  # (a folder that holds several projects: one project at a time)
     python tools/devicelint.py --porting PATH...  # every .cuda(), guarded or not, and the opt-in rules too
     python tools/devicelint.py --list-rules       # codes and one-line descriptions
     python tools/devicelint.py --explain DEV003   # why a rule exists and how to fix it
     python tools/devicelint.py --select DEV002,DEV003 --exclude 'tests/*' src/
 
 Findings print like any linter, sorted and once each: ``path:line:col: CODE message``, then one
-summary line. Exit code 0 means clean, 1 means findings (a file that does not parse is one DEV000
-finding), 2 means a bad command line or a file that could not be checked (missing, a broken link,
-undecodable, nested too deeply): those print ``path: error: ...`` on stderr.
+summary line (a clean run's says how many files it checked). Exit code 0 means clean, 1 means findings
+(a file that does not parse is one DEV000 finding), 2 means a bad command line or a file that could not
+be checked (missing, a broken link, undecodable, nested too deeply): those print ``path: error: ...`` on stderr.
 
 Silence one line with ``# devicelint: ignore[DEV002]`` (several codes: ``ignore[DEV002,DEV007]``;
 a bare ``# devicelint: ignore`` silences every code on that line). The comment must sit on the
@@ -65,20 +66,27 @@ A flag something only wishes on guards nothing: ``--cuda default=True``, ``--gpu
 ``--gpu_ids default="0"``, a parameter every caller passes ``gpu=True``, ``cuda = not no_cuda``, another
 script's option on by default; nor does a flag asking for the CPU that no availability check sets
 (``"cpu" if args.no_cuda else "cuda"``, ``--cpu`` store_true): left at its default, the GPU path runs.
-Flags are told by their words: ``use_cuda``, ``n_gpu``, ``gpu_ids``, not ``output_path``; one set by
+Flags are told by their words: ``use_cuda``, ``n_gpu``, ``gpu_ids``, not ``output_path``; a flag an availability
+check sets is followed across files through attributes (``args.use_gpu = ... torch.cuda.is_available()`` in the
+entry script, ``if self.args.use_gpu:`` elsewhere) and names passed on (``Net(cuda=use_cuda)``, ``self.cuda``), but
+a name a file binds only to True stays its own wish; one set by
 assignment also by its owner (``cfg.CUDA = True`` is not ``args.cuda``), and ``args.cuda > 0`` of an
 option off by default asks like ``args.cuda``. A config constant wishes too: ``GPU = cfg["gpu_train"]`` where
 every config dict sets the key True, ``cfg.model.cuda`` of a config class field ``cuda: bool = True``. A type test
 (``isinstance(x, torch.cuda.FloatTensor)``) makes no tensor; a device name only compared or formatted
 (``"torch." + DEVICE + ".FloatTensor"``) places none.
 
-Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name, or
-every caller passes the device: a private helper's, or in an application any function's or class's),
+Hidden defaults are reported where they sit: ``def f(device="cuda")`` (unless only a backend name, never
+read, or every caller passes the device: a private helper's, or in an application any function's or class's),
 ``add_argument("--device", default="cuda")`` (any option whose default names an accelerator), ``device_map="cuda"``,
 ``getattr(args, "device", "cuda")``, ``cfg.get("device", "cuda")``, ``torch.set_default_device("cuda")``, and
 a literal passed by position to a parameter named for a device (``model.sample(8, "cuda")``).
 A file this process just wrote (also through a helper called earlier in the function, such as an
-early-stopping object that saves the best model), or that a checked file saves from CPU tensors
+early-stopping object that saves the best model; a save up to three calls deep, a method of the same class, a
+helper given the same path for its path parameter, a `shutil.copyfile` of a saved file; or before every call of
+the function holding the load: `trainer.fit()` then `trainer.test(load=True)`; not from the other branch of an
+`if`, and not in a process that only loads), or whose every save in the checked files writes no tensors (a
+config, counters, CPU random states), or that a checked file saves from CPU tensors
 (``torch.save(feats.cpu(), "feats.pt")``), loads anywhere: no map_location is asked for; nor in a data set
 class (``class FooDataset``, a ``*Dataset`` base), whose files hold what data processing made on the host; nor,
 in a test, a path from pytest's ``tmp_path`` or from ``__file__`` (the repository's own test data), also through
@@ -932,6 +940,18 @@ class _FileFacts:
         return found
 
     @functools.cached_property
+    def availability_names(self) -> frozenset[str]:
+        """Names every binding of which here holds an availability check (`use_cuda = args.cuda and
+        torch.cuda.is_available()`); one also bound otherwise (`use_cuda = True`) is no check."""
+        bound: dict[str, bool] = {}
+        for node in self.kinds.get(ast.Assign, []):
+            for target in node.targets:
+                if type(target) in (ast.Name, ast.Attribute):
+                    name = _last(target).lower()
+                    bound[name] = bound.get(name, True) and node.value in self.availability_holders
+        return frozenset(name for name, checked in bound.items() if checked)
+
+    @functools.cached_property
     def loads(self) -> bool:
         """Whether anything here calls torch.load (or a name bound to it)."""
         return any(_dotted(c.func) in self.load_aliases for c in self.calls)
@@ -1163,11 +1183,31 @@ class _FileFacts:
         wished |= self._wished_flags()
         wished |= self.options_on | self.project.wished  # `build(model, gpu=True)` in any checked file
         wished |= self.project.options_on - self.options_declared  # another script's option, unless parsed here too
-        return frozenset(n for n in wished if n.rsplit(".", 1)[-1] not in checked and _accel_flag(n.rsplit(".", 1)[-1]))
+        found = {n for n in wished if n.rsplit(".", 1)[-1] not in checked and _accel_flag(n.rsplit(".", 1)[-1])}
+        # a name this file binds only to True is its own: another file's check of a flag so named does not set it
+        local = {n for n, true in self._bound_names().items() if true and n not in self.local_checked}
+        return frozenset(found | {n for n in local if _accel_flag(n)})
+
+    def _bound_names(self) -> dict[str, bool]:
+        """Plain names this file assigns, and whether every assignment is the constant True."""
+        bound: dict[str, bool] = {}
+        for node in self.kinds.get(ast.Assign, []):
+            for target in node.targets:
+                if type(target) is ast.Name:
+                    name = target.id.lower()
+                    true = isinstance(node.value, ast.Constant) and node.value.value is True
+                    bound[name] = bound.get(name, True) and true
+        return bound
 
     @functools.cached_property
     def checked_flags(self) -> frozenset[str]:
-        """Names an availability check flows into: an assignment (`n_gpu = torch.cuda.device_count()`), a keyword."""
+        """Names an availability check flows into: an assignment (`n_gpu = torch.cuda.device_count()`), a keyword,
+        here or, for keywords and attributes (`args.use_gpu = ...`), in any checked file."""
+        return frozenset(self.local_checked | self.project.checked | self.project.checked_attributes)
+
+    @functools.cached_property
+    def local_checked(self) -> frozenset[str]:
+        """`checked_flags` of this file alone."""
         checked: set[str] = set()
         sources = list(self.availability_calls) + \
             [a for a in self.kinds.get(ast.Attribute, []) if a.attr == "is_cuda"]
@@ -1187,7 +1227,20 @@ class _FileFacts:
             if flowed <= checked:
                 break
             checked |= flowed
-        return frozenset(checked | self.project.checked)
+        return frozenset(checked)
+
+    @functools.cached_property
+    def checked_attributes(self) -> set[str]:
+        """Attributes an availability check is assigned to here (`args.use_gpu = args.use_gpu and
+        torch.cuda.is_available()`, `self.cuda = use_cuda`): the object travels, so other files read the flag."""
+        found: set[str] = set()
+        for call in self.availability_calls:
+            node = self.parents.get(call)
+            while node is not None and not isinstance(node, (ast.Assign, ast.stmt)):
+                node = self.parents.get(node)
+            if isinstance(node, ast.Assign):
+                found |= {t.attr.lower() for t in node.targets if isinstance(t, ast.Attribute)}
+        return found
 
     def _refused_flags(self) -> set[str]:
         """Flags a block refuses without the accelerator: `if cuda and not torch.cuda.is_available(): raise ...`.
@@ -1247,8 +1300,26 @@ class _FileFacts:
         if any("save" in _last(c).lower() and any(self._path_key(p) == key for p in self._saved_to(c))
                for c in earlier):
             return True
-        return "(" not in key and any(self.project.saves_file(f, d, key, 2) for c in earlier
-                                      for f, d in self.project.resolve(self, c.func))
+        if "(" not in key and any(self.project.saves_file(f, d, key, 2) for c in earlier
+                                  for f, d in self.project.resolve(self, c.func)):
+            return True
+        return self.project.saved_before(self, load, self.opened(load, load.args[0]), 2)
+
+    def exclusive(self, first: ast.AST, second: ast.AST) -> bool:
+        """Whether two nodes sit in different branches of one `if` (`if new: save() else: load()`)."""
+        branch: dict[int, str] = {}
+        child, node = first, self.parents.get(first)
+        while node is not None:
+            if isinstance(node, ast.If):
+                branch[id(node)] = "body" if child in node.body else "orelse" if child in node.orelse else "test"
+            child, node = node, self.parents.get(node)
+        child, node = second, self.parents.get(second)
+        while node is not None:
+            if isinstance(node, ast.If) and id(node) in branch:
+                side = "body" if child in node.body else "orelse" if child in node.orelse else "test"
+                return "test" not in (side, branch[id(node)]) and side != branch[id(node)]
+            child, node = node, self.parents.get(node)
+        return False
 
     @functools.cached_property
     def is_test(self) -> bool:
@@ -1478,6 +1549,9 @@ class _Project:
         self.files: dict[str, _FileFacts | None] = {}  # real path -> facts (None: unreadable)
         self.roots: set[str] = set()  # imports are followed into files under these folders only
         self._verdicts: dict[tuple, bool] = {}
+        self._written: dict[tuple, tuple[frozenset[str], frozenset[str]]] = {}
+        self._saves_by_key: dict[str, list[tuple[_FileFacts, ast.Call]]] | None = None
+        self.checked_attributes: set[str] = set()  # `args.use_gpu = ... torch.cuda.is_available()`: any file's
         self.callers: dict[int, tuple[list[ast.Call], int] | None] = {}  # id(function) -> its calls (_Checker._callers)
         self._calls_named: dict[str, list[tuple[_FileFacts, ast.Call]]] | None = None  # built on first use
         self._calls_counted = 0
@@ -1512,6 +1586,7 @@ class _Project:
         self.options_off |= {dest for dest, on in facts._options() if not on and dest}
         self.option_defaults += facts.option_defaults
         self.cpu_saved_files |= {key for key in facts.cpu_saved_explicitly if "(" not in key}  # names, not code
+        self.checked_attributes |= facts.checked_attributes
         self._add_config_constants(facts)
         if _builds_cuda_extension(facts) and os.path.isfile(path):
             folder = os.path.dirname(_realpath(path))
@@ -1585,6 +1660,92 @@ class _Project:
                 for c in calls) or depth > 0 and any(
                 self.saves_file(f, d, key, depth - 1) for c in calls for f, d in self.resolve(facts, c.func))
         return self._verdicts[memo]
+
+    def written(self, facts: _FileFacts, node: ast.AST, depth: int) -> tuple[frozenset[str], frozenset[str]]:
+        """What a function (a class: its __call__) saves to, itself or through what it calls: the keys of paths it
+        builds (`"best.pt"`, `self.best_path`) and the names of its parameters that it saves to (`path`)."""
+        if isinstance(node, ast.ClassDef):
+            node = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__call__"), None)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return frozenset(), frozenset()
+        memo = ("written", id(node), depth)
+        if memo in self._written:
+            return self._written[memo]
+        self._written[memo] = frozenset(), frozenset()  # a cycle writes nothing
+        params = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+        keys: set[str] = set()
+        names: set[str] = set()
+        for call in (c for c in facts.walk(node) if isinstance(c, ast.Call)):
+            if _dotted(call.func) in ("torch.save", "torch.jit.save"):
+                targets = facts._paths(call)
+            elif depth > 0:
+                targets = []
+                for f, d in self.resolve(facts, call.func):
+                    found, given = self.written(f, d, depth - 1)
+                    keys.update(found)
+                    targets += _passed(call, d, given)
+            else:
+                continue
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in params:
+                    names.add(target.id)
+                else:
+                    key = _attribute_key(target) or facts._path_key(target)
+                    if "(" not in key or isinstance(target, ast.Attribute):
+                        keys.add(key)  # a file name, or `self.best_path`: not a local name of the callee
+        for call in (c for c in facts.walk(node) if isinstance(c, ast.Call) and _dotted(c.func) in _COPIES):
+            source = call.args[0] if len(call.args) > 1 else None  # `shutil.copyfile(last, best)` of a saved file
+            if source is not None and ((_attribute_key(source) or facts._path_key(source)) in keys or
+                                       isinstance(source, ast.Name) and source.id in names):
+                keys.add(_attribute_key(call.args[1]) or facts._path_key(call.args[1]))
+        self._written[memo] = frozenset(keys), frozenset(names)
+        return self._written[memo]
+
+    def saved_before(self, facts: _FileFacts, at: ast.AST, path: ast.AST, depth: int) -> bool:
+        """Whether this process saved `path` before reaching `at`: a call earlier in the same function saves it
+        (through helpers, methods, objects' __call__; a helper's path parameter given the same path), or every
+        call of the function around `at` (at least one) comes after such a save, the path mapped through the
+        function's parameter it is (`read(path)` called as `read(args.ckpt)` after `write(m, args.ckpt)`)."""
+        key = _attribute_key(path) or facts._path_key(path)
+        function = facts._function_of(at)
+        for call in facts.walk(function):
+            if isinstance(call, ast.Call) and call.lineno < at.lineno and facts._function_of(call) is function \
+                    and not facts.exclusive(call, at):
+                for f, d in self.resolve(facts, call.func):
+                    found, given = self.written(f, d, 3)
+                    if key in found or any((_attribute_key(a) or facts._path_key(a)) == key
+                                           for a in _passed(call, d, given)):
+                        return True
+        if depth <= 0 or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        params = [a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs]
+        parameter = path.id if isinstance(path, ast.Name) and path.id in params else None
+        if isinstance(path, ast.Name) and not parameter:
+            return False  # a local name: its callers do not know it
+        sites = [(f, c) for f, c in self.calls_named(function.name)
+                 if any(d is function for _, d in self.resolve(f, c.func))]
+        if not sites:
+            return False
+        for f, call in sites:
+            mapped = _passed(call, function, {parameter}) if parameter else [path]
+            if not mapped or not self.saved_before(f, call, mapped[0], depth - 1):
+                return False
+        return True
+
+    def saves_no_tensors(self, key: str) -> bool:
+        """Every save in the checked files to that file name or path (at least one) writes no tensors: a config,
+        counters, CPU random states (`{"args": vars(args), "rng": torch.get_rng_state()}`); no map_location needed."""
+        if not key or (key.startswith(("Name(", "Call(", "Subscript(")) and "(" in key):
+            return False  # a local name or an expression: not the same file everywhere
+        if self._saves_by_key is None:
+            self._saves_by_key = {}
+            for facts in self.files.values():
+                for call in facts.calls if facts is not None else ():
+                    if _dotted(call.func) == "torch.save" and call.args:
+                        for target in facts._paths(call):
+                            self._saves_by_key.setdefault(facts._path_key(target), []).append((facts, call))
+        saves = self._saves_by_key.get(key, [])
+        return bool(saves) and all(_no_tensors(f, c.args[0], c, 2) for f, c in saves)
 
     def library_at(self, path: str) -> bool:
         """Whether the file belongs to an installable package (pyproject [project], setup.py, setup.cfg)."""
@@ -1995,8 +2156,15 @@ class _Checker(ast.NodeVisitor):
         params = function.args.posonlyargs + function.args.args
         for param, default in _parameter_defaults(function.args):
             if "device" in param.arg and not _names_only(ast.Name(param.arg), self.facts, function) \
+                    and self._reads(function, param.arg) \
                     and not self._always_passed(function, param.arg, params.index(param) if param in params else -1):
                 self.report_device(default, _device_literals(default, self.facts), default=True)
+
+    def _reads(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+        """Whether the function reads a parameter (or may, through `locals()`/`vars()`): an unused one's default
+        places nothing."""
+        return any(type(n) is ast.Name and (n.id == name and isinstance(n.ctx, ast.Load) or n.id in ("locals", "vars"))
+                   for n in self.facts.walk(function))
 
     def _always_passed(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, position: int) -> bool:
         """Every call passes the parameter, so its default is never used: a private helper's calls in this file;
@@ -2294,7 +2462,8 @@ class _Checker(ast.NodeVisitor):
         same_process = path is not None and (
             self.facts.saved_on_cpu_here(path, node) or self.facts.saves_in_function(node)
             or self.facts.sibling_cpu_saved(key) or key in self.facts.project.cpu_saved_files
-            or self.facts.in_data_set(node) or self.facts.test_local(path))
+            or self.facts.in_data_set(node) or self.facts.test_local(path)
+            or self.facts.project.saves_no_tensors(key))
         location = node.args[1] if len(node.args) > 1 else getattr(_keyword(node, "map_location"), "value", None)
         if not forwarded and (location is None or self.facts.none_parameter(node, location)) and not same_process \
                 and not self.known():  # where CUDA exists, a GPU checkpoint loads
@@ -2317,6 +2486,63 @@ class _Checker(ast.NodeVisitor):
             return
         if not _host_only(node, self.facts):
             self.report(node, "DEV007", f"{name}() is created on the CPU")
+
+
+_NO_TENSOR_CALLS = {"vars", "get_rng_state", "getstate", "get_state", "item", "tolist", "cpu", "str", "int", "float",
+                    "len", "round", "time", "dict", "list", "numpy"}
+
+
+def _no_tensors(facts: _FileFacts, value: ast.AST, at: ast.AST, depth: int) -> bool:
+    """A saved value that holds no device tensors: constants, a config object (`args`, `vars(args)`), CPU random
+    states, host values (`.item()`, `.cpu()`), and dicts, lists and names bound to those (in the function)."""
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, ast.Dict):
+        return all(_no_tensors(facts, v, at, depth) for v in value.values)
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return all(_no_tensors(facts, v, at, depth) for v in value.elts)
+    if isinstance(value, ast.Call):
+        return _last(value) in _NO_TENSOR_CALLS and "cuda" not in _dotted(value.func)
+    if isinstance(value, ast.Attribute):
+        return value.attr.lower() in _OBJECT_NAMES
+    if isinstance(value, ast.Name):
+        if value.id.lower() in _OBJECT_NAMES:
+            return True
+        function = facts._function_of(at)
+        bound = [n for n in facts.walk(function) if isinstance(n, ast.Assign) and n.lineno < at.lineno and
+                 any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)]
+        return depth > 0 and len(bound) == 1 and _no_tensors(facts, bound[0].value, bound[0], depth - 1)
+    return False
+
+
+_COPIES = {"shutil.copyfile", "shutil.copy", "shutil.copy2"}
+
+
+def _attribute_key(path: ast.AST) -> str:
+    """A path held in an attribute, known by the attribute's name (`self.best_path`, `args.save_path`: the same
+    setting read through another object), unless a file name in it says more."""
+    return f"attribute {path.attr}" if isinstance(path, ast.Attribute) else ""
+
+
+def _passed(call: ast.Call, function: ast.AST, names: Iterable[str]) -> list[ast.AST]:
+    """The arguments a call gives the named parameters of a function (a class: its __init__/__call__), by
+    keyword or position (`self`/`cls` not passed when the call names a method on an object)."""
+    if isinstance(function, ast.ClassDef):
+        function = next((n for n in function.body if isinstance(n, ast.FunctionDef) and n.name == "__call__"), None)
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not names:
+        return []
+    params = [a.arg for a in function.args.posonlyargs + function.args.args]
+    if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    found = []
+    for name in names:
+        keyword = _keyword(call, name)
+        if keyword is not None:
+            found.append(keyword.value)
+        elif name in params and params.index(name) < len(call.args) and \
+                not any(isinstance(a, ast.Starred) for a in call.args[:params.index(name) + 1]):
+            found.append(call.args[params.index(name)])
+    return found
 
 
 def _checked_nodes(checker: type, facts: _FileFacts) -> set[ast.AST]:
@@ -2821,8 +3047,10 @@ def _is_true(node: ast.AST, facts: _FileFacts) -> bool:
 
 
 def _checks(node: ast.AST, facts: _FileFacts) -> bool:
-    """An expression with an availability check in it (`torch.cuda.is_available() and not args.cpu`)."""
-    return node in facts.availability_holders
+    """An expression with an availability check in it (`torch.cuda.is_available() and not args.cpu`), or a name this
+    file binds to one (`use_cuda = torch.cuda.is_available()`, passed on as `Net(cuda=use_cuda)`)."""
+    return node in facts.availability_holders or \
+        type(node) in (ast.Name, ast.Attribute) and _last(node).lower() in facts.availability_names
 
 
 def _positional_flags(facts: _FileFacts, call: ast.Call, passes: Callable[[ast.AST, _FileFacts], bool]) -> set[str]:
@@ -3008,8 +3236,9 @@ def read_source(file: Path) -> str:
 
 
 def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (), errors: list[str] | None = None,
-               **options) -> list[Finding]:
-    """Lint each Python file under the paths once, together; files that cannot be checked go to `errors`."""
+               checked: list[str] | None = None, **options) -> list[Finding]:
+    """Lint each Python file under the paths once, together (a folder of several projects: per project); files
+    that cannot be checked go to `errors`, the names of those read to `checked`."""
     errors = [] if errors is None else errors
     sources: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -3023,8 +3252,35 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (), errors: list[s
                 sources.append((str(file), read_source(file)))
             except LintError as error:
                 errors.append(f"{file}: error: {error}")
+    if checked is not None:
+        checked += [name for name, _ in sources]
     roots = [p if os.path.isdir(p) else _project_root(os.path.dirname(_realpath(p))) for p in paths]
-    return lint_sources(sources, errors, roots=roots, **options)
+    groups = _projects(sources, paths)
+    if len(groups) == 1:
+        return lint_sources(sources, errors, roots=roots, **options)
+    return sorted(f for root, group in groups.items()
+                  for f in lint_sources(group, errors, roots=[root] if root else roots, **options))
+
+
+def _marked(folder: str) -> bool:
+    """A folder that is a project's root: it holds pyproject.toml, setup.py or .git."""
+    return bool(_listing(folder) & {"pyproject.toml", "setup.py", ".git"})
+
+
+def _projects(sources: list[tuple[str, str]], paths: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+    """The sources per project: a folder that is no project (nor inside one) but holds several (each with its
+    own pyproject.toml, setup.py or .git) is linted project by project, so that no project's names stand in
+    for another's (a name one imports from a third-party package is not the other's definition of it)."""
+    loose = [_realpath(p) for p in paths if os.path.isdir(p)]
+    loose = [p for p in loose if not _marked(_project_root(p))]
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for name, source in sources:
+        real = _realpath(name)
+        holder = next((p for p in loose if _under(real, p)), None)
+        root = _project_root(os.path.dirname(real)) if holder else ""
+        key = root if holder and root != holder and _under(root, holder) and _marked(root) else holder or ""
+        groups.setdefault(key or "", []).append((name, source))
+    return groups
 
 
 def _codes(text: str | None) -> list[str]:
@@ -3051,8 +3307,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _summary(findings: list[Finding]) -> str:
-    """One line: how many findings, in how many files, per code."""
+def _summary(findings: list[Finding], checked: int) -> str:
+    """One line: how many findings, in how many files, per code; a clean run says how many files it checked."""
+    if not findings:
+        return f"devicelint: {checked} file{'s' * (checked != 1)} checked, 0 findings"
     counts = Counter(f.code for f in findings)
     per_code = ", ".join(f"{code} x{n}" for code, n in sorted(counts.items()))
     files = len({f.path for f in findings})
@@ -3108,12 +3366,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{rule.code}: {rule.summary}\n\n{rule.hint}")
         return 0
     errors: list[str] = []
-    findings = lint_paths(args.paths, exclude=args.exclude, errors=errors, select=select or None, ignore=ignore,
-                          allow_devices_in=DEVICE_MODULES + tuple(args.allow_devices_in), porting=args.porting)
+    checked: list[str] = []
+    findings = lint_paths(args.paths, exclude=args.exclude, errors=errors, checked=checked, select=select or None,
+                          ignore=ignore, allow_devices_in=DEVICE_MODULES + tuple(args.allow_devices_in),
+                          porting=args.porting)
     for finding in findings:
         print(finding.format())
-    if findings:
-        print(_summary(findings))
+    if findings or not errors:  # a run that could not check a file is no clean run
+        print(_summary(findings, len(checked)))
     for error in errors:
         print(error, file=sys.stderr)
     return 2 if errors else 1 if findings else 0

@@ -1,6 +1,6 @@
-"""The one place that knows backbones: a torchvision name or your own module's import path, resolved here.
+"""The one place that knows backbones: a torchvision name, a timm model or your own module's import path.
 
-`--backbone` takes either
+`--backbone` takes
 - a torchvision classification model name (`resnet18`, `vit_b_16`, ...): built without its ImageNet
   classifier, with its ImageNet weights (--pretrained) and the input sizes its architecture takes; or
 - an import path `package.module:ClassOrFactory` (like hydra's `_target_`): your own `nn.Module`, called
@@ -10,7 +10,8 @@
   the run's device while it is built (`building_on(device)`): create them without `device=`. Its tensors
   must be float32 parameters or registered buffers (a plain tensor attribute is neither saved nor moved).
   A frozen backbone (--freeze-backbone) is all of it; --pretrained is for torchvision names. Checkpoints
-  record the path, which evaluate.py, predict.py, export.py and --resume import only when told (--allow-import).
+  record the path, which evaluate.py, predict.py, export.py and --resume import only when told (--allow-import); or
+- `timm/NAME`, any model of timm (the optional group `.[timm]`), adapted in backbones_timm.py.
 
 Every other module asks `resolve_backbone(name)` (or the functions below). torchvision's models differ in
 what matters here: the classifier (`fc`, `classifier[-1]`, `heads.head`, SqueezeNet's 1x1 convolution) is
@@ -32,6 +33,7 @@ from torchvision import models
 from torchvision.models import vision_transformer
 from torchvision.models._api import WeightsEnum
 
+from . import backbones_timm
 from .devkit.placement import building_on
 from .errors import UserError
 
@@ -188,8 +190,10 @@ def _import_factory(path: str) -> Callable[[], nn.Module]:
 
 
 @functools.cache
-def resolve_backbone(name: str) -> TorchvisionBackbone | ImportedBackbone:
+def resolve_backbone(name: str) -> TorchvisionBackbone | ImportedBackbone | backbones_timm.TimmBackbone:
     """The backbone --backbone names: the one resolver every part of the project asks (BackboneError if none)."""
+    if backbones_timm.is_timm_name(name):
+        return backbones_timm.TimmBackbone(name, BackboneError)
     if is_import_path(name):
         return ImportedBackbone(name, _import_factory(name))
     if name not in backbone_names():  # refused, naming the closest valid ones
@@ -197,7 +201,7 @@ def resolve_backbone(name: str) -> TorchvisionBackbone | ImportedBackbone:
         hint = f"closest: {', '.join(close)}" if close else "e.g. resnet18, efficientnet_b0, convnext_tiny, vit_b_16"
         raise BackboneError(f"unknown backbone {name!r}; {hint} "
                             f"(all {len(backbone_names())}: torchvision.models.list_models(module=torchvision.models); "
-                            "or your own module as package.module:ClassOrFactory)")
+                            "timm/NAME for a timm model; or your own module as package.module:ClassOrFactory)")
     return TorchvisionBackbone(name)
 
 

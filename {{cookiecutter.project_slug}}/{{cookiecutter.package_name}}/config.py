@@ -157,6 +157,7 @@ class TrainConfig:
     threads: int | None = None  # torch CPU threads (set_num_threads); None: default_threads() at start-up
     backbone: str = "{{ cookiecutter.backbone }}"
     pretrained: bool = {{ "True" if cookiecutter.pretrained == "yes" else "False" }}
+    pretrained_file: str | None = None  # a timm model's weights from this file instead of the hub (safetensors)
     precision: str = "{{ cookiecutter.default_precision }}"  # fp32 | fp16 | bf16
     parallel: str = "{{ cookiecutter.multi_gpu }}"  # none | dp | ddp
     channels_last: bool | None = None  # NHWC; None: on when autocasting on CUDA (training/hardware.py)

@@ -15,27 +15,48 @@ import io
 import os
 import sys
 import urllib.parse
+from typing import Any
 
 import torch
 from torch import nn
 
-from .backbones import default_weights, resolve_backbone
+from .backbones import BackboneError, ImportedBackbone, default_weights, resolve_backbone
+from .backbones_timm import TimmBackbone
 from .devkit import DeviceAwareMixin, module_device
-from .errors import UserError
+from .errors import UserError, one_line
 
 
 class WeightsError(UserError):
     """Pretrained weights were asked for but are neither cached nor downloadable."""
 
 
-def weights_file(backbone_name: str) -> str:
-    """Where torch hub keeps this backbone's default ImageNet weights."""
+def _backbone(backbone_name: str, pretrained_file: str | None = None) -> Any:
+    """The backbone --backbone names; a timm model given --pretrained-file reads its weights from that file."""
+    spec = resolve_backbone(backbone_name)
+    if pretrained_file is None:
+        return spec
+    if not isinstance(spec, TimmBackbone):
+        raise WeightsError(f"--pretrained-file is for timm models (timm/NAME); {backbone_name} is not one")
+    return TimmBackbone(backbone_name, BackboneError, pretrained_file)
+
+
+def weights_file(backbone_name: str, pretrained_file: str | None = None) -> str:
+    """Where torch hub keeps this backbone's default ImageNet weights (a timm model: where it reads its own)."""
+    if isinstance(spec := _backbone(backbone_name, pretrained_file), TimmBackbone):
+        return spec.weights_location()
     name = os.path.basename(urllib.parse.urlparse(default_weights(backbone_name).url).path)
     return os.path.join(torch.hub.get_dir(), "checkpoints", name)
 
 
-def pretrained_state_dict(backbone_name: str) -> dict[str, torch.Tensor]:
+def pretrained_state_dict(backbone_name: str, pretrained_file: str | None = None) -> dict[str, torch.Tensor]:
     """The default ImageNet weights, from the hub cache or downloaded into it, loaded safely."""
+    if isinstance(spec := _backbone(backbone_name, pretrained_file), TimmBackbone):
+        try:
+            return spec.pretrained_state()
+        except (OSError, RuntimeError) as error:  # offline and not cached, no weights, a file that is no state
+            raise WeightsError(f"pretrained {backbone_name} weights could not be loaded ({one_line(error)}); they are "
+                               f"read from {spec.weights_location()}: fetch them once online or pass "
+                               "--no-pretrained") from None
     weights = default_weights(backbone_name)
     try:
         return weights.get_state_dict(progress=True, check_hash=True, weights_only=True, map_location="cpu")
@@ -45,26 +66,28 @@ def pretrained_state_dict(backbone_name: str) -> dict[str, torch.Tensor]:
                            f"place {name} in {folder} or pass --no-pretrained") from None
 
 
-def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool) -> tuple[bool, str | None]:
+def resolve_pretrained(backbone_name: str, requested: bool, explicit: bool,
+                       pretrained_file: str | None = None) -> tuple[bool, str | None]:
     """Whether to start from ImageNet weights, and a note when the default had to fall back.
 
-    An explicit --pretrained must succeed (WeightsError names the file to place); the project's
-    default falls back to training from scratch where the weights cannot be had (offline, not cached).
+    An explicit --pretrained (or --pretrained-file) must succeed (WeightsError names the file to place); the
+    project's default falls back to training from scratch where the weights cannot be had (offline, not cached).
     """
     if not requested:
         return False, None
-    if resolve_backbone(backbone_name).weights is None:  # your own module: its code loads any weights it wants
+    explicit = explicit or pretrained_file is not None
+    if isinstance(resolve_backbone(backbone_name), ImportedBackbone):  # your own module: its code loads its weights
         if explicit:
             raise WeightsError(f"--pretrained loads torchvision's ImageNet weights; {backbone_name} is your own "
                                "module, which loads its own: pass --no-pretrained")
         return False, None
-    folder, name = os.path.split(weights_file(backbone_name))
+    folder, name = os.path.split(weights_file(backbone_name, pretrained_file))
     cached = os.path.exists(os.path.join(folder, name))
     try:
         # Unasked-for, a failed attempt is one note, not torch hub's "Downloading ..." line and progress bar too.
         quiet = contextlib.nullcontext() if explicit else contextlib.redirect_stdout(io.StringIO())
         with quiet, contextlib.redirect_stderr(sys.stderr if explicit else io.StringIO()):
-            pretrained_state_dict(backbone_name)  # downloads into the hub cache once, or finds it there
+            pretrained_state_dict(backbone_name, pretrained_file)  # downloads into the hub cache once, or finds it
     except WeightsError:
         if explicit:
             raise
@@ -97,11 +120,11 @@ class Classifier(DeviceAwareMixin, nn.Module):
 
 
 def build_model(backbone_name: str, num_classes: int, *, pretrained: bool, device: torch.device,
-                image_size: int | None = None) -> Classifier:
+                image_size: int | None = None, pretrained_file: str | None = None) -> Classifier:
     """Build a Classifier with every tensor created directly on `device`.
 
     `image_size` matters only to backbones built for one input size (ViT, MaxViT); None: their own.
     """
-    state = pretrained_state_dict(backbone_name) if pretrained else None
+    state = pretrained_state_dict(backbone_name, pretrained_file) if pretrained else None
     backbone, width = resolve_backbone(backbone_name).build(device=device, image_size=image_size, state=state)
     return Classifier(backbone, width, num_classes)

@@ -49,10 +49,12 @@ class Metadata:
     epoch: int = 0
 
     resize_size: int | None = None  # evaluation resizes the shorter side to this, then crops; None: image_size
+    interpolation: str = "bilinear"  # how that resize samples
 
     def preprocessing(self) -> Preprocessing:
         """The transforms' settings: the same resize, crop and normalisation as training's evaluation."""
-        return Preprocessing(self.image_size, self.resize_size, tuple(self.mean), tuple(self.std))  # TypeError: bad
+        return Preprocessing(self.image_size, self.resize_size, tuple(self.mean), tuple(self.std),  # TypeError: bad
+                             interpolation=self.interpolation)
 
     def to_strings(self) -> dict[str, str]:
         """Each field as a JSON string (ONNX metadata_props are string pairs)."""

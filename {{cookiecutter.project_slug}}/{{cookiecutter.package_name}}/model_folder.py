@@ -23,6 +23,7 @@ import torch
 from torchvision import models
 
 from .backbones import builder_kwargs, find_classifier, is_import_path, resolve_backbone
+from .backbones_timm import is_timm_name
 from .devkit.atomic import DiskFullError, atomic_write
 from .devkit.placement import building_on
 from .model_files import ExportError, require
@@ -52,6 +53,18 @@ def torchvision_recipe(name: str, image_size: int) -> dict[str, Any] | None:
     return {"kwargs": kwargs, "keys": {f"head.{part}": f"{classifier}.{part}" for part in ("weight", "bias")}}
 
 
+def timm_recipe(name: str, image_size: int) -> dict[str, Any] | None:
+    """How timm alone rebuilds the model: create_model's arguments and where `head.*` goes (None for a model with
+    two classifiers, like the distilled ones)."""
+    spec = resolve_backbone(name)
+    classifier = spec.cfg.get("classifier")
+    if not isinstance(classifier, str):
+        return None
+    kwargs = {"img_size": image_size} if spec.cfg.get("fixed_input_size") else {}
+    return {"model": spec.model_name, "kwargs": kwargs,
+            "keys": {f"head.{part}": f"{classifier}.{part}" for part in ("weight", "bias")}}
+
+
 def run_environment(checkpoint: str | Path) -> dict[str, Any]:
     """The command and versions in the run's config.json beside `checkpoint` (the card's "Made with"): {} where there
     is none (a checkpoint copied out of its run), ExportError where that file is no run's config.json."""
@@ -77,8 +90,10 @@ def write(state: dict[str, Any], metadata: dict[str, Any], environment: dict[str
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"--out {out} already exists and is not an empty folder; name a new folder")
     backbone = state["config"]["backbone"]
-    recipe = None if is_import_path(backbone) else torchvision_recipe(backbone, metadata["image_size"])
-    values = {"format": FORMAT, **metadata, "torchvision": recipe,
+    timm = {"timm": timm_recipe(backbone, metadata["image_size"])} if is_timm_name(backbone) else {}
+    own = is_import_path(backbone) or timm
+    recipe = None if own else torchvision_recipe(backbone, metadata["image_size"])
+    values = {"format": FORMAT, **metadata, "torchvision": recipe, **timm,
               "class_counts": state.get("class_counts"), "epoch": int(state.get("epoch", 0))}
     weights = require("safetensors.torch", "--format safetensors").save(
         {key: tensor.contiguous() for key, tensor in state["model"].items()})
@@ -124,6 +139,7 @@ def read(folder: str | Path) -> dict[str, Any]:
     except (OSError, ValueError, RuntimeError) as error:  # safetensors' own errors for a damaged file
         raise ExportError(f"{folder}: {WEIGHTS} is not readable ({type(error).__name__})") from None
     preprocessing = {key: values.get(key) for key in ("image_size", "resize_size", "mean", "std")}
+    preprocessing["interpolation"] = values.get("interpolation", "bilinear")  # older folders resized bilinearly
     return {"model": weights, "config": {"backbone": values.get("backbone")}, "class_names": values.get("class_names"),
             "image_size": values.get("image_size"), "epoch": values.get("epoch", 0),
             "preprocessing": {**preprocessing, "reason": "the model folder's", "augment": "none"}}
@@ -144,7 +160,8 @@ def card(values: dict[str, Any], state: dict[str, Any], environment: dict[str, A
     lines += ["", "## Made with", "", f"- command: `{' '.join(environment.get('command', ['not recorded']))}`"]
     lines += [f"- {key} {environment[key]}" for key in ("python", "torch", "torchvision") if key in environment]
     lines += ["", "## Preprocessing", "",
-              f"Resize the shorter side to {values.get('resize_size') or values['image_size']} px, centre-crop "
+              f"Resize the shorter side to {values.get('resize_size') or values['image_size']} px "
+              f"({values.get('interpolation', 'bilinear')}), centre-crop "
               f"{values['image_size']} px, scale to [0, 1], normalise with mean {values['mean']} and std "
               f"{values['std']} (torchvision.transforms.v2: Resize, CenterCrop, ToDtype(scale=True), Normalize)."]
     lines += ["", "## Load it without this project", "", *_loading(values)]
@@ -152,14 +169,16 @@ def card(values: dict[str, Any], state: dict[str, Any], environment: dict[str, A
 
 
 def _loading(values: dict[str, Any]) -> list[str]:
-    if values.get("torchvision") is None:
+    library = "timm" if values.get("timm") else "torchvision"
+    if values.get(library) is None:
         return [f"`{values['backbone']}` is not rebuilt by torchvision's builder with this head (your own module, or "
                 f"a classifier that is not a last Linear layer): build the backbone without its classifier, add "
                 f"`head = nn.Linear(features, {len(values['class_names'])})`, and load model.safetensors into both "
                 "(keys `backbone.*` and `head.*`), or use this project's predict.py."]
-    return ["```python", "import json, torchvision", "from safetensors.torch import load_file",
-            'config = json.load(open("config.json")); recipe = config["torchvision"]',
-            'model = torchvision.models.get_model(config["backbone"], num_classes=len(config["class_names"]), '
-            '**recipe["kwargs"]).eval()',
+    builder = {"timm": 'timm.create_model(recipe["model"]',
+               "torchvision": 'torchvision.models.get_model(config["backbone"]'}
+    return ["```python", f"import json, {library}", "from safetensors.torch import load_file",
+            f'config = json.load(open("config.json")); recipe = config["{library}"]',
+            f'model = {builder[library]}, num_classes=len(config["class_names"]), **recipe["kwargs"]).eval()',
             'model.load_state_dict({recipe["keys"].get(k, k.removeprefix("backbone.")): v '
             'for k, v in load_file("model.safetensors").items()})', "```"]

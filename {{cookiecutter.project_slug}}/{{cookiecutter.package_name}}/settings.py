@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 
 from . import backbones, config, hooks, plugins
 from .config import usable_cores  # also settings.usable_cores: the bound --threads is checked against
@@ -38,6 +39,7 @@ MAX_WORKERS = 128  # more DataLoader processes than any machine's cores; torch w
 MAY_CHANGE_ON_RESUME = frozenset({
     "epochs", "workers", "device", "logger", "save_every_minutes", "max_bad_fraction", "data", "out", "resume",
     "overwrite", "cache_images", "cache_budget_mb", "compile", "channels_last", "parallel", "patience", "pretrained",
+    "pretrained_file",
     "threads", "decode", "allow_import", "progress",
 })
 
@@ -100,11 +102,14 @@ def _data_flags(p: argparse.ArgumentParser, choices: dict) -> None:
 
 def _model_flags(p: argparse.ArgumentParser, choices: dict) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--backbone", help="a torchvision classification model name, or your own nn.Module as "
-                   "package.module:ClassOrFactory (importable, e.g. on PYTHONPATH; see backbones.py)"
+    g.add_argument("--backbone", help="a torchvision classification model name, timm/NAME for a timm model (the "
+                   "[timm] extra), or your own nn.Module as package.module:ClassOrFactory (importable, e.g. on "
+                   "PYTHONPATH; see backbones.py)"
                    + _default("backbone"))
     g.add_argument("--pretrained", action=argparse.BooleanOptionalAction,
                    help="start from ImageNet weights (needs a download or a cached file)" + _default("pretrained"))
+    g.add_argument("--pretrained-file", metavar="FILE", help="a timm model's pretrained weights from this file "
+                   "(.safetensors, or a tensors-only torch file) instead of the Hugging Face hub")
     g.add_argument("--init-from", metavar="CKPT",
                    help="start from this checkpoint's weights (a fresh head if its classes differ)")
     g.add_argument("--allow-import", action="append", metavar="PATH", help="let a checkpoint or --config file "
@@ -226,6 +231,9 @@ def check(cfg: config.TrainConfig, installed: list = ()) -> None:
         if getattr(cfg, name) is not None and not allowed(getattr(cfg, name)):
             raise ConfigError(f"--{name.replace('_', '-')} must be {words}, got {getattr(cfg, name)}")
     backbones.resolve_backbone(cfg.backbone)
+    if cfg.pretrained_file is not None and not (backbones.backbones_timm.is_timm_name(cfg.backbone)
+                                                and os.path.isfile(cfg.pretrained_file)):
+        raise ConfigError(f"--pretrained-file {cfg.pretrained_file}: name a weights file, for a timm/NAME backbone")
     if cfg.image_size:
         backbones.check_image_size(cfg.backbone, cfg.image_size)
     for problem in [*recipe.check_config(cfg), *(line for plugin in installed for line in plugin.problems(cfg))]:

@@ -60,7 +60,8 @@ def settle(argv: list[str] | None, plugins: list) -> Start:
                 cfg = settled.cfg
             plan, notes = dataclasses.replace(plan, resume=source), [*notes, sent]
         pretrained, weights_note = model.resolve_pretrained(  # a resumed run or --init-from brings its own weights
-            cfg.backbone, cfg.pretrained and not (plan.resume or cfg.init_from), "pretrained" in settled.explicit)
+            cfg.backbone, (cfg.pretrained or cfg.pretrained_file is not None) and not (plan.resume or cfg.init_from),
+            "pretrained" in settled.explicit, cfg.pretrained_file)
     except BaseException:
         processes.close()
         raise

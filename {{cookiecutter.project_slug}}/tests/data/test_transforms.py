@@ -78,3 +78,17 @@ def test_every_recipe_trains_is_recorded_and_a_resumed_run_keeps_it(recipe, tiny
     assert train_one_thread([*common, "--epochs", "2", "--resume", str(out)]) == 0
     assert run_state.preprocessing(run_state.read(out / "last.pt")).augment == recipe
     assert json.loads((out / "config.json").read_text())["augment"] == recipe
+
+
+@pytest.mark.parametrize("recipe", sorted(AUGMENTATIONS))
+def test_every_resize_samples_with_the_preprocessings_interpolation(recipe):
+    """A timm model's weights may want bicubic: the evaluation resize and every recipe's resizes use it, and a
+    recorded preprocessing without one (older checkpoints) reads back as bilinear, what they trained with."""
+    for interpolation in ("bilinear", "bicubic"):
+        prep = Preprocessing(32, 36, augment=recipe, interpolation=interpolation)
+        ops = [*build_transforms(prep, train=True).transforms, *build_transforms(prep, train=False).transforms]
+        modes = {op.interpolation.value for op in ops if hasattr(op, "interpolation")}
+        assert modes == {interpolation}
+    old = {key: value for key, value in Preprocessing(32).to_dict().items() if key != "interpolation"}
+    assert Preprocessing.from_dict(old).interpolation == "bilinear"
+    assert Preprocessing(32, interpolation="lanczos").problem().startswith("interpolation is 'lanczos'")

@@ -62,7 +62,7 @@ def test_an_undecodable_file_is_not_a_syntax_error(tmp_path: Path, capsys) -> No
 def test_an_encoding_cookie_is_honoured(tmp_path: Path, capsys) -> None:
     """The same bytes with `# -*- coding: latin-1 -*-` are ordinary source."""
     (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nname = '\xe9t\xe9'\n")
-    assert run(capsys, str(tmp_path)) == (0, [], [])
+    assert run(capsys, str(tmp_path)) == (0, ["devicelint: 1 file checked, 0 findings"], [])
 
 
 def test_overlapping_paths_print_each_finding_once(tmp_path: Path, capsys) -> None:
@@ -95,10 +95,11 @@ def test_allow_devices_in_matches_paths_and_globs(tmp_path: Path, capsys) -> Non
 
 
 def test_exit_status_is_0_clean_1_findings_2_usage(tmp_path: Path, capsys) -> None:
-    """0 clean (and silent), 1 findings plus a summary line, 2 for a bad command line."""
+    """0 clean (one line says how many files were checked), 1 findings plus a summary line, 2 for a bad command
+    line."""
     (tmp_path / "good.py").write_text("model.to(device)\n")
     (tmp_path / "bad.py").write_text("torch.cuda.synchronize()\n")
-    assert run(capsys, str(tmp_path / "good.py")) == (0, [], [])
+    assert run(capsys, str(tmp_path / "good.py")) == (0, ["devicelint: 1 file checked, 0 findings"], [])
     status, out, _ = run(capsys, str(tmp_path))
     assert status == 1 and out[-1].endswith("`--explain CODE` shows the fix")
     with pytest.raises(SystemExit) as usage:

@@ -13,6 +13,7 @@ from torchvision.transforms import v2
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+INTERPOLATIONS = ("bilinear", "bicubic", "nearest", "nearest-exact")  # what v2's resizes take on image tensors
 MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 16, 4096  # smaller holds no picture; larger is a typo (tens of GiB a batch)
 
 # --augment: each recipe is a list of v2 ops for the training split, chosen by name. `light` shifts, turns and
@@ -50,6 +51,7 @@ class Preprocessing:
     std: tuple[float, ...] = IMAGENET_STD
     reason: str = ""  # why this size: printed and saved in config.json
     augment: str = DEFAULT_AUGMENT  # a name in AUGMENTATIONS; used for the training split only
+    interpolation: str = "bilinear"  # how every resize samples (a timm model's weights may want bicubic)
 
     def to_dict(self) -> dict:
         """Plain values for config.json and checkpoints."""
@@ -69,6 +71,8 @@ class Preprocessing:
                 return f"{key} is {list(values)!r}; expected 3 finite numbers (R, G, B)"
         if not all(v > 0 for v in self.std):
             return f"std is {list(self.std)!r}; every value must be above 0"
+        if self.interpolation not in INTERPOLATIONS:
+            return f"interpolation is {self.interpolation!r}; expected one of {', '.join(INTERPOLATIONS)}"
         return None if self.augment in AUGMENTATIONS else f"augment is {self.augment!r}"
 
     @classmethod
@@ -78,9 +82,15 @@ class Preprocessing:
                       "std": tuple(values["std"])})
 
 
-def augmentation(name: str, image_size: int, resize_size: int | None = None) -> list[v2.Transform]:
-    """The training geometry of recipe `name` (KeyError for an unknown name; settings.py offers only known ones)."""
-    return AUGMENTATIONS[name](image_size, resize_size or image_size)
+def augmentation(name: str, image_size: int, resize_size: int | None = None,
+                 interpolation: str = "bilinear") -> list[v2.Transform]:
+    """The training geometry of recipe `name` (KeyError for an unknown name; settings.py offers only known ones),
+    every resize in it sampling with `interpolation`."""
+    geometry = AUGMENTATIONS[name](image_size, resize_size or image_size)
+    for op in geometry:
+        if hasattr(op, "interpolation"):  # the recipes stay two-argument functions
+            op.interpolation = v2.InterpolationMode(interpolation)
+    return geometry
 
 
 def build_transforms(image_size: int | Preprocessing, train: bool, *, normalize: bool = True) -> v2.Compose:
@@ -90,6 +100,6 @@ def build_transforms(image_size: int | Preprocessing, train: bool, *, normalize:
     conversion to float and normalisation run on the device (training/hardware.Hardware.batch), exactly.
     """
     prep = image_size if isinstance(image_size, Preprocessing) else Preprocessing(image_size)
-    geometry = augmentation(prep.augment if train else "none", prep.image_size, prep.resize_size)
+    geometry = augmentation(prep.augment if train else "none", prep.image_size, prep.resize_size, prep.interpolation)
     to_float = [v2.ToDtype(torch.float32, scale=True), v2.Normalize(prep.mean, prep.std)] if normalize else []
     return v2.Compose([v2.ToImage(), *geometry, *to_float])

@@ -61,7 +61,8 @@ class Run:
     def _build_model(self, source: dict | None) -> None:
         cfg, device = self.cfg, self.device
         self.model = model.build_model(cfg.backbone, len(self.class_names), pretrained=cfg.pretrained, device=device,
-                                       image_size=self.image_size).to(memory_format=self.hw.memory_format)
+                                       image_size=self.image_size, pretrained_file=cfg.pretrained_file
+                                       ).to(memory_format=self.hw.memory_format)
         self.fresh = recipe.init_from_state(self.model, source["model"], cfg.init_from) if cfg.init_from else []
         self.loss_fn = task.build_loss(self.class_counts, cfg.label_smoothing, device)
         # None: every parameter at cfg.lr, no batch mixing; a plugin's build may change both (fine-tuning's)

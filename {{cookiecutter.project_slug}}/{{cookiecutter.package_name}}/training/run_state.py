@@ -199,6 +199,7 @@ def inference_metadata(state: dict[str, Any]) -> dict[str, Any]:
     prep = preprocessing(state)
     return {"class_names": list(state["class_names"]), "image_size": prep.image_size,
             "resize_size": prep.resize_size, "mean": list(prep.mean), "std": list(prep.std),
+            "interpolation": prep.interpolation,
             "backbone": state["config"].get("backbone", ""), "epoch": int(state.get("epoch", 0))}
 
 

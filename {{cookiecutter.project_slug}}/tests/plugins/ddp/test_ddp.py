@@ -5,6 +5,7 @@ job ends with the weights of an uninterrupted run; two torchrun agents (two "nod
 train like one agent with two processes; a NaN on one rank stops every rank.
 """
 
+import importlib.util
 import os
 import re
 import signal
@@ -40,6 +41,9 @@ def run_files(out: Path) -> list[str]:
     return sorted("EVENTS" if path.name.startswith("events.out.tfevents.") else path.name for path in out.iterdir())
 
 
+TIMM_FAMILIES = [pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec("timm") is None,
+                                                           reason="needs the timm extra: pip install -e '.[timm]'"))
+                 for name in ("timm/test_resnet", "timm/test_vit", "timm/test_coatnet")]  # CNN, ViT, hybrid
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # torchrun with this interpreter (works in any venv)
 
 
@@ -102,6 +106,21 @@ def test_both_ranks_end_with_the_weights_that_were_saved(ddp_run):
     state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
     saved = model_from_state(state, torch.device("cpu"))
     assert weights_digest(saved)[:12] == match.group(1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backbone", TIMM_FAMILIES)
+def test_two_rank_ddp_trains_a_timm_backbone_with_the_same_weights_on_every_rank(tiny_data, tmp_path, backbone):
+    """A timm CNN, ViT and hybrid under two-rank DDP: exit 0, the ranks' weights identical and equal to the saved
+    ones, which carry no wrapper prefix."""
+    out = tmp_path / "run"
+    args = [*_ddp_args(tiny_data, out), "--backbone", backbone]  # the last --backbone wins
+    result = torchrun(2, *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    match = re.search(r"ddp: weights identical on every rank \(sha256 ([0-9a-f]{12})\)", result.stdout)
+    state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
+    assert match and weights_digest(model_from_state(state, torch.device("cpu")))[:12] == match.group(1)
+    assert state["config"]["backbone"] == backbone and not any(key.startswith("module.") for key in state["model"])
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ hooks through the run's own step boundary (a stand-in Run, tests/host_reads.py) 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
@@ -38,6 +39,9 @@ from {{ cookiecutter.package_name }}.training.run import Run
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 BACKBONE = "resnet18"  # has BatchNorm, cheap at 32 px
+TIMM_FAMILIES = [pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec("timm") is None,
+                                                           reason="needs the timm extra: pip install -e '.[timm]'"))
+                 for name in ("timm/test_resnet", "timm/test_vit", "timm/test_coatnet")]  # CNN, ViT, hybrid
 ALL_FLAGS = ("--ema", "0.9", "--accum-steps", "2", "--warmup-epochs", "1", "--mixup", "0.2", "--cutmix", "1.0",
              "--freeze-backbone", "--unfreeze-at", "2", "--backbone-lr-scale", "0.5", "--clip-grad", "1.0")
 
@@ -70,9 +74,11 @@ def test_the_settings_join_train_py_flags_and_are_checked():
         settings.settle(["--ema", "0.5"], [])
 
 
-def test_frozen_backbone_keeps_its_weights_and_batchnorm_statistics_while_the_head_learns():
+@pytest.mark.parametrize("backbone", [BACKBONE, *TIMM_FAMILIES])
+def test_frozen_backbone_keeps_its_weights_and_batchnorm_statistics_while_the_head_learns(backbone):
     """Training steps with the backbone frozen change the head only: backbone weights and running stats stay."""
-    model = _model()
+    torch.manual_seed(0)
+    model = build_model(backbone, 3, pretrained=False, device=CPU, image_size=32)
     freeze_backbone(model, True)
     before = {k: v.clone() for k, v in model.backbone.state_dict().items()}
     head_before = model.head.weight.detach().clone()
@@ -247,16 +253,18 @@ def test_pretrained_frozen_backbone_ends_the_epoch_equal_to_the_weights_file(tin
 
 
 @pytest.mark.slow
-def test_every_control_resumes_exactly_after_a_kill(tiny_data, tmp_path):
+@pytest.mark.parametrize("backbone", [BACKBONE, *TIMM_FAMILIES])
+def test_every_control_resumes_exactly_after_a_kill(tiny_data, tmp_path, backbone):
     """With EMA, accumulation, warmup, mixup/cutmix, a backbone unfrozen at epoch 2, two learning rates and
     clipping, loader workers on: SIGKILL mid-epoch 2, resume, and the final tensors (EMA included) equal an
-    uninterrupted run's."""
+    uninterrupted run's; for a torchvision backbone and for timm's CNN, ViT and hybrid."""
     reference_out, out, log = tmp_path / "reference", tmp_path / "run", tmp_path / "kill.log"
-    _train(tiny_data, reference_out, workers=2)  # loader workers on, as users run it
-    killed_at([*train_command(tiny_data, out, 2, False), *ALL_FLAGS], log, "step:2:1")
+    flags = (*ALL_FLAGS, "--backbone", backbone)
+    _train(tiny_data, reference_out, extra=flags, workers=2)  # loader workers on, as users run it
+    killed_at([*train_command(tiny_data, out, 2, False), *flags], log, "step:2:1")
     frozen = load_cpu(out / "last.pt")  # the end of epoch 1, the backbone frozen all through it
     assert frozen["epoch"] == 1
-    _train(tiny_data, out, resume=True, workers=2)
+    _train(tiny_data, out, resume=True, extra=flags, workers=2)
     resumed, reference = load_cpu(out / "last.pt"), load_cpu(reference_out / "last.pt")
     assert reference["plugins"]["fine_tuning"]["ema"]["n_averaged"] == 2 * EPOCHS  # 3 batches of 8, two a step
     assert_same_run(resumed, reference)

@@ -93,7 +93,8 @@ class EncodedSamples(Dataset):
 def use_device_decode(decoded, prep: Preprocessing, train: bool) -> EncodedSamples:
     """`decoded` (a data.dataset.Decoded) yielding Encoded JPEGs for the device to decode with `prep`'s geometry."""
     recipe = prep.augment if train else "none"
-    return EncodedSamples(decoded, DeviceGeometry(augmentation(recipe, prep.image_size, prep.resize_size)))
+    return EncodedSamples(decoded, DeviceGeometry(
+        augmentation(recipe, prep.image_size, prep.resize_size, prep.interpolation)))
 
 
 def file_names(dataset, count: int = 64) -> list[str]:
