@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from {{ cookiecutter.package_name }} import cli, config, model_files
+from {{ cookiecutter.package_name }} import cli, config, model_files, model_folder
 from {{ cookiecutter.package_name }}.data.folders import DataError, load_rgb, short_side
 from {{ cookiecutter.package_name }}.data.listing import image_files
 from {{ cookiecutter.package_name }}.data.transforms import build_transforms
@@ -118,7 +118,7 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> model_file
         explicit = not config.device_spec(args.device).strip().lower().startswith("auto")
         trusted = any(Path(named).resolve() == Path(args.checkpoint).resolve() for named in args.trust)
         return model_files.load(args.checkpoint, device, explicit=explicit, trusted=trusted)
-    state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
+    state = model_folder.read_any(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
     if metadata.problem():  # class names that would forge output rows, ...
