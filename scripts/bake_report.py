@@ -40,10 +40,10 @@ LAYERS = {
     "devkit": 0, "deferred": 0,
     "errors": 1, "config": 1, "processes": 1, "hooks": 1, "files": 1, "signing": 1,
     "data": 2, "backbones": 2, "backbones_timm": 2,
-    "model": 3, "loss": 3, "metrics": 3, "outputs": 3, "plots": 3, "model_files": 3,
-    "pt2_check": 3, "onnx_check": 3, "model_folder": 3,
+    "model": 3, "task": 3, "outputs": 3, "plots": 3, "model_files": 3,
+    "pt2_check": 3, "onnx_check": 3,
     "training": 4,
-    "plugins": 5,
+    "plugins": 5, "model_folder": 5,  # an exported folder is read as a training checkpoint is (run_state.check)
     "settings": 6, "config_file": 6, "cli": 6,
     "": 6,  # any other module at the package's top
 }

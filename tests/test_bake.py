@@ -26,7 +26,7 @@ CONTRACT_FILES = [
     "{pkg}/settings.py",
     "{pkg}/errors.py",
     "{pkg}/model.py",
-    "{pkg}/loss.py",
+    "{pkg}/task.py",
     "{pkg}/devkit/__init__.py",
     "{pkg}/devkit/resolve.py",
     "{pkg}/devkit/placement.py",

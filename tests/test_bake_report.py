@@ -42,10 +42,10 @@ BREAKAGES = {
     "an upward arrow": ("data/splits.py", lambda text: text + "\nfrom ..training import run_state  # noqa\n",
                         "upward import"),
     "an unreachable module": ("data/forgotten.py", lambda text: '"""Nothing imports me."""\n', "unreachable"),
-    "a long function": ("loss.py", lambda text: text + "\n\ndef long():\n" + "    x = 1\n" * 60, "lines (at most 50)"),
-    "a function only tests call": ("loss.py", lambda text: text + '\n\ndef spare():\n    """For tests."""\n',
+    "a long function": ("task.py", lambda text: text + "\n\ndef long():\n" + "    x = 1\n" * 60, "lines (at most 50)"),
+    "a function only tests call": ("task.py", lambda text: text + '\n\ndef spare():\n    """For tests."""\n',
                                    "unused: "),
-    "many parameters": ("loss.py", lambda text: text + "\n\ndef wide(a, b, c, d, e, f, g, h, i):\n    pass\n",
+    "many parameters": ("task.py", lambda text: text + "\n\ndef wide(a, b, c, d, e, f, g, h, i):\n    pass\n",
                         "9 parameters"),
 }
 

@@ -3,11 +3,13 @@
     python evaluate.py runs/latest/best.pt                     # the data, split and preprocessing it trained on
     python evaluate.py runs/exp1/best.pt --data other/data --split test
 
-Prints accuracy and loss, a precision/recall table per class, and writes the confusion
+Prints accuracy and loss, every figure of the run's validation metrics (task.py) under its metrics.csv name
+(`val_loss`, `val_acc`, `val_macro_f1`, ...; `<split>_` for another split), a precision/recall table per class,
+and writes the confusion
 matrix as a PNG (default: confusion_<split>.png beside the checkpoint, or --out) and a grid of
 the most confident wrong predictions (default: mistakes_<split>.png beside it, or --mistakes). The numbers
 come from the same loop, loss, precision, memory format and batch size as the run's validation,
-so they equal the val_loss / val_acc that metrics.csv recorded for the checkpoint's epoch.
+so they equal the val_loss and metrics that metrics.csv recorded for the checkpoint's epoch.
 A figure that cannot be written (a read-only run folder) is a note on stderr, not a failure.
 Exit codes: 0 done, 1 failure, 2 bad input.
 """
@@ -24,8 +26,8 @@ from {{ cookiecutter.package_name }}.deferred import deferred
 from {{ cookiecutter.package_name }}.errors import ConfigError
 
 # What the evaluation runs with: torch and the rest load when first used, once the flags passed (ARCHITECTURE.md)
-metrics = deferred("{{ cookiecutter.package_name }}.metrics")
 model_folder = deferred("{{ cookiecutter.package_name }}.model_folder")
+task = deferred("{{ cookiecutter.package_name }}.task")
 unreadable_data = deferred("{{ cookiecutter.package_name }}.data.unreadable")
 precision = deferred("{{ cookiecutter.package_name }}.devkit.precision")
 loop = deferred("{{ cookiecutter.package_name }}.training.loop")
@@ -105,7 +107,7 @@ def read_checkpoint(args: argparse.Namespace) -> dict:
     trusted = config.trusted_imports(*args.allow_import)
     if args.data is None and model_folder.is_model_folder(args.checkpoint):
         raise ConfigError(f"{args.checkpoint} is a model folder, which records no data: pass --data")
-    state = run_state.read(args.checkpoint, trusted=trusted)
+    state = model_folder.read_any(args.checkpoint, trusted=trusted)
     if args.data is None:  # the run's own data, as its checkpoint names it, is what will be opened
         config.check_imports(state["config"], trusted, f"{args.checkpoint}: config", keys=("data",))
     return state
@@ -126,7 +128,7 @@ def check_flags(args: argparse.Namespace) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
     """Print accuracy, loss and the per-class table; write the confusion-matrix and mistakes PNGs."""
-    from {{ cookiecutter.package_name }}.plots import confusion_figure, mistakes_figure
+    from {{ cookiecutter.package_name }}.plots import ConfidentMistakes, confusion_figure, mistakes_figure
 
     device = config.compute_device(args.device)
     state = read_checkpoint(args)
@@ -146,9 +148,10 @@ def run(args: argparse.Namespace) -> int:
     loader = unreadable_data.ReportingLoader(data.build_loader(unreadable_data.SkipUnreadable(dataset), batch_size,
                                                                device, train=False, workers=args.workers),
                                              lambda path, reason: report_unreadable(unreadable, path, reason))
-    matrix, mistakes = metrics.new_confusion(len(class_names), device), metrics.ConfidentMistakes(args.mistakes_count)
+    measured, mistakes = task.Metrics(len(class_names), device), ConfidentMistakes(args.mistakes_count)
     stats = loop.evaluate(model, run_state.loss_from_state(state, device), loader, hw, progress=False,
-                          confusion=matrix, on_batch=mistakes)
+                          metrics=measured, on_batch=mistakes)
+    matrix = measured.confusion
     # The figures first, then the report: a reader that stops early (| head) still gets both files
     found = mistakes.result()  # (images, targets, predictions, probabilities)
     grid = mistakes_figure(*found, class_names, mean=prep.mean, std=prep.std)
@@ -159,7 +162,9 @@ def run(args: argparse.Namespace) -> int:
     skipped = f", {len(unreadable)} unreadable skipped" if unreadable else ""
     print(f"{args.split}: accuracy {stats.acc:.6f}  loss {stats.loss:.6f}  "
           f"({stats.images} images, {len(class_names)} classes, device {device}{skipped})")
-    print(metrics.format_report(metrics.class_report(matrix), class_names))
+    figures = {"loss": stats.loss, "acc": stats.acc, **stats.figures}  # metrics.csv's val_ columns for an epoch
+    print("  ".join(f"{args.split}_{name} {value:.6f}" for name, value in figures.items()))
+    print(task.format_report(task.class_report(matrix), class_names))
     for line in filter(None, written):
         print(line)
     return 0

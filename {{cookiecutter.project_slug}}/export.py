@@ -91,7 +91,7 @@ def check_flags(args: argparse.Namespace) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> int:
     """Export, check against the checkpoint on a batch, then write the file atomically."""
     device = torch.device("cpu")  # a graph traced on a GPU would name that GPU; the CPU's is portable
-    state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
+    state = model_folder.read_any(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
     if metadata.problem():  # class names that would forge output rows, ...
@@ -145,7 +145,7 @@ def export_folder(args: argparse.Namespace, state: dict, reference: model_files.
         raise  # not the user's bad input: exit 1, as for a file (cli.run_cli)
     except OSError as error:
         raise ConfigError(f"cannot write --out {args.out}: {error.strerror or error}") from None
-    back = run_state.read(folder, trusted=config.trusted_imports(*args.allow_import))
+    back = model_folder.read_any(folder, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(back, reference.device, str(folder)).eval()
     logit_diff, _ = parity(reference, model_files.TorchPredictor(model, metadata, reference.device), images)
     print(f"wrote {folder} (model.safetensors, config.json, README.md; {len(metadata.class_names)} classes, "

@@ -28,6 +28,7 @@ from {{ cookiecutter.package_name }}.errors import ConfigError
 torch = deferred("torch")
 torch_data = deferred("torch.utils.data")
 model_files = deferred("{{ cookiecutter.package_name }}.model_files")
+model_folder = deferred("{{ cookiecutter.package_name }}.model_folder")
 folders = deferred("{{ cookiecutter.package_name }}.data.folders")
 image_listing = deferred("{{ cookiecutter.package_name }}.data.listing")
 transforms = deferred("{{ cookiecutter.package_name }}.data.transforms")
@@ -122,7 +123,7 @@ def load_predictor(args: argparse.Namespace, device: torch.device) -> model_file
         explicit = not config.device_spec(args.device).strip().lower().startswith("auto")
         trusted = any(Path(named).resolve() == Path(args.checkpoint).resolve() for named in args.trust)
         return model_files.load(args.checkpoint, device, explicit=explicit, trusted=trusted)
-    state = run_state.read(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
+    state = model_folder.read_any(args.checkpoint, trusted=config.trusted_imports(*args.allow_import))
     model = run_state.model_from_state(state, device, args.checkpoint).eval()
     metadata = model_files.Metadata(**run_state.inference_metadata(state))
     if metadata.problem():  # class names that would forge output rows, ...

@@ -55,9 +55,9 @@ def train(typed: settings.Settled, installed: list[Plugin]) -> int:
         torch.set_num_threads(start.cfg.threads)  # a resumed run's own count: it changes CPU sums' last bits
         seeding.seed_everything(start.cfg.seed)  # the initial weights too: same seed, same run
         run = held.enter_context(contextlib.closing(training_run.Run(start.cfg, start.device, start.processes,
-                                                                     installed)))
+                                                                     installed, start.checkpoint)))
         if start.plan.resume:
-            run.resume(start.plan.resume)
+            run.resume(start.checkpoint, start.plan.resume)
         report_start(run, start)
         if start.debug_devices:
             devkit.DeviceGuard(run.model)  # lives as long as the model: its hooks are the model's

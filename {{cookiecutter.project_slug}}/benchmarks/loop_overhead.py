@@ -34,8 +34,8 @@ from {{ cookiecutter.package_name }}.cli import run_cli
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import IMAGENET_MEAN, IMAGENET_STD
 from {{ cookiecutter.package_name }}.devkit import describe_device
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.task import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.training import optimization
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import train_one_epoch

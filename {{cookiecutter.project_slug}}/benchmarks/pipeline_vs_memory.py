@@ -42,9 +42,9 @@ from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 from {{ cookiecutter.package_name }}.data import build_loaders  # noqa: E402
 from {{ cookiecutter.package_name }}.data.transforms import AUGMENTATIONS  # noqa: E402
 from {{ cookiecutter.package_name }}.devkit import describe_device  # noqa: E402
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy  # noqa: E402
 from {{ cookiecutter.package_name }}.model import build_model  # noqa: E402
 from {{ cookiecutter.package_name }}.plugins import load_plugins  # noqa: E402
+from {{ cookiecutter.package_name }}.task import WeightedCrossEntropy  # noqa: E402
 from {{ cookiecutter.package_name }}.training import optimization  # noqa: E402
 from {{ cookiecutter.package_name }}.training.hardware import Hardware  # noqa: E402
 from {{ cookiecutter.package_name }}.training.loop import train_one_epoch  # noqa: E402

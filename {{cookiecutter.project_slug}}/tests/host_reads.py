@@ -19,10 +19,9 @@ from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.data.pipeline import read_plan
 from {{ cookiecutter.package_name }}.data.transforms import Preprocessing
 from {{ cookiecutter.package_name }}.data.unreadable import ReportingLoader
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
-from {{ cookiecutter.package_name }}.metrics import new_confusion
 from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.processes import Processes
+from {{ cookiecutter.package_name }}.task import Metrics, WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.training import epochs, loop, optimization, stopping
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
@@ -81,7 +80,7 @@ def epoch_reads(data: Path, device: torch.device, batch_size: int, reads: HostRe
     after_step = lambda step, totals: epochs.at_step_boundary(run, None, 1, step, totals)  # noqa: E731
     stats = loop.train_one_epoch(model, loss_fn, optimizer, train_loader, hw, recipe=loop.StepRecipe(mix=run.mix),
                                  epoch=loop.EpochPlan(1, after_step=after_step, log_every=1000), progress=False)
-    loop.evaluate(model, loss_fn, val_loader, hw, progress=False, confusion=new_confusion(4, device))
+    loop.evaluate(model, loss_fn, val_loader, hw, progress=False, metrics=Metrics(4, device))
     for plugin in plugins:
         plugin.validated(run, {})  # other weights validated too (the fine_tuning answer's EMA)
     assert stats.images == len(train_set) and len(train_loader) == -(-len(train_set) // batch_size)

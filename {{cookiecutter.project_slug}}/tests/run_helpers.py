@@ -85,3 +85,25 @@ def assert_same_run(resumed: dict, reference: dict) -> None:
     for key in ("epoch", "scheduler", "best_val_acc"):
         assert resumed[key] == reference[key], key
     assert resumed["rng"]["python"] == reference["rng"]["python"]
+
+
+def evaluated_figures(printed: str) -> list[dict[str, float]]:
+    """The figures each evaluate.py run printed under metrics.csv's names (its `val_loss ...` line), in order."""
+    lines = [line.split() for line in printed.splitlines() if line.startswith("val_loss ")]
+    return [{name: float(value) for name, value in zip(words[::2], words[1::2])} for words in lines]
+
+
+def assert_evaluate_equals_training(printed: str, out: Path, names: tuple[str, ...] = ("best.pt", "last.pt")) -> None:
+    """evaluate.py on each of `names` in `out` (their output in `printed`, in that order) printed every val_ column
+    that metrics.csv holds for the checkpoint's epoch, and no other, to 1e-4."""
+    from {{ cookiecutter.package_name }}.outputs import read_metrics
+
+    rows = {row["epoch"]: row for row in read_metrics(out / "metrics.csv")}
+    figures = evaluated_figures(printed)
+    assert len(figures) == len(names), printed[-2000:]
+    for name, printed_figures in zip(names, figures):
+        row = rows[load_cpu(out / name)["epoch"]]
+        recorded = {key: value for key, value in row.items() if key.startswith("val_")}
+        assert printed_figures.keys() == recorded.keys(), (name, printed_figures, recorded)
+        for key, value in recorded.items():
+            assert abs(printed_figures[key] - value) <= 1e-4, (name, key, printed_figures[key], value)

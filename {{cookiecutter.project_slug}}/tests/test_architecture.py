@@ -134,10 +134,26 @@ def test_model_code_does_not_know_about_checkpoints():
 
 
 def test_only_the_training_package_reads_training_checkpoints():
-    """The checkpoint layout has one home (training/run_state.py); outside training/, only the CLIs and startup.py
-    (which settles a resumed run's settings from its checkpoint) read it."""
+    """The checkpoint layout has one home (training/run_state.py); outside training/, only the CLIs, startup.py
+    (which settles a resumed run's settings from its checkpoint) and model_folder.py (an exported folder, checked
+    as a checkpoint is) read it."""
     readers = {module for module, imports in import_graph().items() if "training.run_state" in imports}
-    assert all(not outside(module, "training") or module == "startup" for module in readers), readers
+    assert all(not outside(module, "training") or module in ("startup", "model_folder") for module in readers), readers
+
+
+EXPORT_FORMATS = ("model_folder", "model_files", "pt2_check")  # what export.py writes; predict.py and evaluate.py read
+
+
+def test_the_training_checkpoint_reader_imports_no_export_format():
+    """train.py's path reads training checkpoints only: run_state.py and what it imports, directly or not, import
+    none of the exported formats (they build on the checkpoint, never the reverse)."""
+    graph, seen, todo = import_graph(), set(), ["training.run_state"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    assert not seen & set(EXPORT_FORMATS), sorted(seen & set(EXPORT_FORMATS))
 
 
 # What runs before the flags are checked: the CLIs' top level, the flags' parsers, the plugins' settings and flags

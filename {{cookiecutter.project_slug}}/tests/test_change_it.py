@@ -1,6 +1,7 @@
 """The README's "Change it" recipes that edit the package, made the way the project's owner makes them: a few
 lines in the one file the README names (in a copy of the project), then the changed project trains, resumes,
-evaluates, predicts and exports with loader workers on, and the change is what it used.
+evaluates, predicts and exports with loader workers on, and the change is what it used. evaluate.py on best.pt
+and last.pt prints what metrics.csv recorded for their epochs (run_helpers.assert_evaluate_equals_training).
 
 The recipes that need no edit of the package (your own data, your own backbone, an optimizer and schedule by
 flag) have their tests beside the code they exercise; README.md's "Change it" table names each one.
@@ -16,16 +17,15 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from changes import PACKAGE, PROJECT, changed_copy, focal_loss, top2_and_worst_recall
 from conftest import HANG_S
+from run_helpers import assert_evaluate_equals_training, evaluated_figures
 
-PROJECT = Path(__file__).resolve().parent.parent
-PACKAGE = "{{ cookiecutter.package_name }}"
-SOURCES = ("train.py", "evaluate.py", "predict.py", "export.py", PACKAGE)
+import evaluate
 
 # One interpreter for the whole life of a run: train one epoch, resume to two, evaluate, predict, export.
 LIFECYCLE = """
@@ -39,6 +39,7 @@ steps = {
     "train": lambda: train.main([*common, "--epochs", "1"]),
     "resume": lambda: train.main([*common, "--epochs", "2", "--resume", out]),
     "evaluate": lambda: evaluate.main([out + "/best.pt", "--device", "cpu", "--workers", "1"]),
+    "evaluate_last": lambda: evaluate.main([out + "/last.pt", "--device", "cpu", "--workers", "1"]),
     "predict": lambda: predict.main([out + "/best.pt", image, "--device", "cpu", "--json"]),
     "export": lambda: export.main([out + "/best.pt", "--format", "pt2", "--out", out + "/model.pt2"]),
 }
@@ -50,34 +51,67 @@ for name, step in steps.items():
 """
 
 
-def changed_copy(tmp_path: Path, relative: str, change: Callable[[str], str]) -> Path:
-    """A copy of the project's code with `change` made to the text of `relative` (a path under the project)."""
-    copy = tmp_path / "project"
-    copy.mkdir()
-    for name in SOURCES:
-        source = PROJECT / name
-        if source.is_dir():
-            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, copy / name)
-    path = copy / relative
-    before = path.read_text(encoding="utf-8")
-    after = change(before)
-    assert after != before, f"the change to {relative} did not apply"
-    path.write_text(after, encoding="utf-8")
-    return copy
+def run_steps(script: str, copy: Path, *args: str) -> tuple[list[str], str]:
+    """Run `script` (its steps print `STEP name code`) in the changed copy: the steps done, and its output."""
+    result = subprocess.run([sys.executable, "-c", script, *args], cwd=copy, capture_output=True, text=True,
+                            timeout=HANG_S, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return [line.split()[1] for line in result.stdout.splitlines() if line.startswith("STEP ")], result.stdout
 
 
 def run_lifecycle(copy: Path, data: Path, out: Path, *flags: str) -> str:
-    """Train, resume, evaluate, predict and export in the changed copy; every step must exit 0. Its output."""
+    """Train, resume, evaluate, predict and export in the changed copy; every step must exit 0, and evaluate.py
+    on best.pt and last.pt must print what metrics.csv recorded. Its output."""
     image = next(iter(sorted((data / "val").rglob("*.png"))))
-    result = subprocess.run([sys.executable, "-c", LIFECYCLE, str(data), str(out), str(image), *flags], cwd=copy,
-                            capture_output=True, text=True, timeout=HANG_S,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    done = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("STEP ")]
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert done == ["train", "resume", "evaluate", "predict", "export"]
-    return result.stdout
+    done, printed = run_steps(LIFECYCLE, copy, str(data), str(out), str(image), *flags)
+    assert done == ["train", "resume", "evaluate", "evaluate_last", "predict", "export"]
+    assert_evaluate_equals_training(printed, out)
+    return printed
+
+
+# The quick tier's run: one epoch, then evaluate.py on best.pt and last.pt (loader workers on, as users run)
+TRAIN_EVALUATE = """
+import sys
+import evaluate, train
+
+data, out = sys.argv[1:]
+code = train.main(["--data", data, "--out", out, "--device", "cpu", "--batch-size", "8", "--image-size", "32",
+                   "--no-pretrained", "--precision", "fp32", "--parallel", "none", "--workers", "1", "--epochs", "1"])
+print(f"STEP train {code}", flush=True)
+for name in ("best.pt", "last.pt"):
+    code = code or evaluate.main([out + "/" + name, "--device", "cpu", "--workers", "1"])
+    print(f"STEP {name} {code}", flush=True)
+"""
+
+
+def train_and_evaluate(copy: Path, data: Path, out: Path) -> str:
+    """One epoch in the changed copy, then evaluate.py on best.pt and last.pt, which must print what metrics.csv
+    recorded for the epoch (the loss and every metric). Its output."""
+    done, printed = run_steps(TRAIN_EVALUATE, copy, str(data), str(out))
+    assert done == ["train", "best.pt", "last.pt"]
+    assert_evaluate_equals_training(printed, out)
+    return printed
+
+
+def test_a_focal_loss_in_task_py_is_what_training_and_evaluate_measure(tiny_data, tmp_path, capsys):
+    """task.py `build_loss`: a focal loss written there is what training minimised and recorded as val_loss, and
+    evaluate.py on best.pt and last.pt prints that val_loss, not the cross entropy's."""
+    copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", focal_loss)
+    out = tmp_path / "run"
+    focal = evaluated_figures(train_and_evaluate(copy, tiny_data, out))[0]["val_loss"]
+    assert evaluate.main([str(out / "best.pt"), "--device", "cpu", "--workers", "1"]) == 0  # the unchanged project
+    [cross_entropy] = evaluated_figures(capsys.readouterr().out)
+    assert abs(cross_entropy["val_loss"] - focal) > 1e-3  # the change is what was measured
+
+
+def test_a_metric_in_task_py_reaches_metrics_csv_and_evaluate_prints_the_same(tiny_data, tmp_path):
+    """task.py: a top-2 accuracy and the worst class's recall become metrics.csv columns (top-5 has no column
+    with 4 classes), and evaluate.py on best.pt and last.pt prints the same figures under the same names."""
+    copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", top2_and_worst_recall)
+    out = tmp_path / "run"
+    [printed, _] = evaluated_figures(train_and_evaluate(copy, tiny_data, out))
+    assert {"val_top2_acc", "val_worst_recall"} <= printed.keys() and "val_top5_acc" not in printed
+    assert printed["val_acc"] <= printed["val_top2_acc"] <= 1.0
 
 
 GREY_RECIPE = '''
@@ -101,11 +135,6 @@ def test_a_new_augmentation_recipe_in_transforms_py_trains_resumes_evaluates_pre
     assert (out / "model.pt2").is_file()
 
 
-def _add_worst_recall(text: str) -> str:
-    """A new column in _metrics_row, from the validation's ClassReport: the recall of the worst class."""
-    return text.replace('"val_macro_f1": round(val_report.macro_f1, 6)',
-                        '"val_macro_f1": round(val_report.macro_f1, 6),\n'
-                        '            "val_worst_recall": round(min(val_report.recall), 6)', 1)
 
 
 JSONL_TRACKER = """\"\"\"Ours: each epoch's metrics.csv row, every column, as a JSON line (--logger jsonl).\"\"\"
@@ -149,10 +178,10 @@ def read_jsonl(out: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_a_new_metric_in_metrics_row_reaches_metrics_csv_and_the_tracker_through_a_resume(tiny_data, tmp_path):
-    """training/epochs.py `_metrics_row`: a column computed from the validation's ClassReport lands in
-    metrics.csv for every epoch, the resumed one too, and reaches a tracker plugin (ours, --logger jsonl)."""
-    copy = with_jsonl_tracker(changed_copy(tmp_path, f"{PACKAGE}/training/epochs.py", _add_worst_recall))
+def test_a_new_metric_in_task_py_reaches_metrics_csv_and_the_tracker_through_a_resume(tiny_data, tmp_path):
+    """task.py: a figure computed from the validation's confusion matrix lands in metrics.csv for every epoch, the
+    resumed one too, and reaches a tracker plugin (ours, --logger jsonl)."""
+    copy = with_jsonl_tracker(changed_copy(tmp_path, f"{PACKAGE}/task.py", top2_and_worst_recall))
     out = tmp_path / "run"
     run_lifecycle(copy, tiny_data, out, "--logger", "jsonl")
     with open(out / "metrics.csv", newline="") as handle:

@@ -60,10 +60,10 @@ def _duplicate_class(state):
     return "twice"
 
 
-def _class_weights(value):
-    def lie(state):
-        state["loss"] = {"class_weights": torch.full((len(state["class_names"]),), value)}
-        return "loss.class_weights"
+def _class_counts(counts):
+    def lie(state):  # the loss's class weights are built from them (task.build_loss)
+        state["class_counts"] = counts(len(state["class_names"]))
+        return "class_counts"
     return lie
 
 
@@ -86,8 +86,9 @@ LIES = {
     "100000 class names": _many_classes,
     "a negative epoch": _set("epoch", -1, "epoch"),
     "an empty class list": _set("class_names", [], "class_names"),
-    "negative class weights": _class_weights(-1.0),
-    "nan class weights": _class_weights(math.nan),
+    "negative class counts": _class_counts(lambda classes: [-1] * classes),
+    "class counts for another number of classes": _class_counts(lambda classes: [1] * (classes + 1)),
+    "fractional class counts": _class_counts(lambda classes: [0.5] * classes),
 }
 
 

@@ -1,4 +1,4 @@
-"""evaluate.py and metrics.py: the one evaluation loop, per-class precision/recall, and the confusion-matrix PNG."""
+"""evaluate.py and the task's metrics: the one evaluation loop, per-class figures, and the confusion-matrix PNG."""
 
 import re
 
@@ -13,10 +13,9 @@ import train
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_dataset
 from {{ cookiecutter.package_name }}.data.folders import image_folder
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
-from {{ cookiecutter.package_name }}.metrics import ConfidentMistakes, class_report, new_confusion, update_confusion
 from {{ cookiecutter.package_name }}.outputs import read_metrics
-from {{ cookiecutter.package_name }}.plots import mistakes_figure
+from {{ cookiecutter.package_name }}.plots import ConfidentMistakes, mistakes_figure
+from {{ cookiecutter.package_name }}.task import Metrics, WeightedCrossEntropy, class_report, new_confusion, update_confusion
 from {{ cookiecutter.package_name }}.training import run_state
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import evaluate as engine_evaluate
@@ -26,16 +25,18 @@ CPU = torch.device("cpu")
 
 
 def test_evaluate_prints_accuracy_and_a_row_per_class_and_writes_the_png(checkpoint, tiny_data, capsys):
-    """Exit 0; accuracy line, a precision/recall/F1 row per class, macro-F1, confusion_val.png beside the checkpoint."""
+    """Exit 0; accuracy line, the metrics under metrics.csv's names, a precision/recall/F1 row per class, macro-F1,
+    confusion_val.png beside the checkpoint."""
     code = evaluate.main([str(checkpoint), "--data", str(tiny_data), "--device", "cpu", "--batch-size", "5"])
     out = capsys.readouterr().out.splitlines()
     assert code == 0
     assert out[0].startswith("val: accuracy ") and "(12 images, 4 classes" in out[0]
-    assert out[1].split() == ["class", "precision", "recall", "f1", "support"]
-    assert [row.split()[0] for row in out[2:6]] == CLASSES
-    assert all(row.split()[4] == "3" for row in out[2:6])
+    assert {"val_loss", "val_acc", "val_macro_f1"} <= set(out[1].split()[::2])
+    assert out[2].split() == ["class", "precision", "recall", "f1", "support"]
+    assert [row.split()[0] for row in out[3:7]] == CLASSES
+    assert all(row.split()[4] == "3" for row in out[3:7])
     # lines a project adds to the report (another metric) may come anywhere after the class rows
-    [macro_f1] = [line for line in out[6:] if line.split()[:1] == ["macro-F1"]]
+    [macro_f1] = [line for line in out[7:] if line.split()[:1] == ["macro-F1"]]
     assert 0 <= float(macro_f1.split()[1]) <= 1
     png = checkpoint.parent / "confusion_val.png"
     assert f"confusion matrix: {png}" in out
@@ -111,13 +112,14 @@ def test_plain_cross_entropy_would_not_match_the_recorded_val_loss(imbalanced_ru
 
 
 def test_the_confusion_matrix_is_filled_by_the_evaluation_loop_itself(checkpoint, tiny_data):
-    """engine.evaluate counts every image into the matrix it is given; its accuracy is the loop's accuracy."""
+    """loop.evaluate counts every image into the metrics it is given; their accuracy is the loop's accuracy."""
     state = run_state.read(checkpoint)
     model = run_state.model_from_state(state, CPU)
     loader = build_loader(image_folder(tiny_data, "val", 32, train=False), 4, CPU, train=False)
-    matrix = new_confusion(4, CPU)
+    metrics = Metrics(4, CPU)
     stats = engine_evaluate(model, WeightedCrossEntropy(torch.ones(4)), loader, Hardware.create(CPU), progress=False,
-                            confusion=matrix)
+                            metrics=metrics)
+    matrix = metrics.confusion
     assert matrix.sum() == 12 and matrix.shape == (4, 4)
     assert class_report(matrix).accuracy == pytest.approx(stats.acc)
 

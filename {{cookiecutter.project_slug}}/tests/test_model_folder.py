@@ -42,7 +42,7 @@ def trained(tiny_data, tmp_path_factory) -> Path:
 
 def logits(path: Path, images: torch.Tensor) -> torch.Tensor:
     """The logits of the model `path` holds (a checkpoint or a model folder), read as predict.py reads it."""
-    model = run_state.model_from_state(run_state.read(path), torch.device("cpu"), str(path)).eval()
+    model = run_state.model_from_state(model_folder.read_any(path), torch.device("cpu"), str(path)).eval()
     with torch.no_grad():
         return model(images)
 

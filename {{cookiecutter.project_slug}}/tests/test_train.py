@@ -3,6 +3,7 @@
 import csv
 import gc
 import multiprocessing
+import shutil
 import stat
 import subprocess
 import sys
@@ -170,3 +171,19 @@ def test_threads_reach_torch_once_the_settings_are_settled_and_before_the_run_is
     assert train.main(["--threads", str(cores), *unreadable]) == 2
     assert train.main(unreadable) == 2
     assert calls == [cores, 1] and not (tmp_path / "run").exists()
+
+
+def test_resume_reads_and_checks_the_checkpoint_once(trained_run, tmp_path, monkeypatch):
+    """--resume: the checkpoint is read once (startup settles the run's own settings from it and the run is built
+    from that same copy), however many places use it."""
+    out = tmp_path / "resumed"
+    shutil.copytree(trained_run, out)
+    loaded, real_load = [], torch.load
+
+    def counted_load(f, *args, **kwargs):
+        loaded.append(str(f))
+        return real_load(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counted_load)
+    assert train.main(["--resume", str(out), "--epochs", "3", "--workers", "1"]) == 0
+    assert [path for path in loaded if path.endswith(".pt")] == [str(out / "last.pt")]

@@ -31,6 +31,7 @@ from .backbones_timm import is_timm_name
 from .devkit.atomic import DiskFullError, atomic_write
 from .devkit.placement import building_on
 from .model_files import ExportError, require
+from .training import run_state
 
 WEIGHTS, SETTINGS, CARD = "model.safetensors", "config.json", "README.md"
 FORMAT = "image-classifier safetensors folder, version 1"  # config.json's "format": what reads it back
@@ -167,9 +168,17 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def read_any(path: str | Path, *, trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A training checkpoint (a file, or a run folder's last.pt) or a model folder, checked alike (run_state.check);
+    `trusted`: the import paths its backbone may name (run_state.read)."""
+    if not is_model_folder(path):
+        return run_state.read(path, trusted=trusted)
+    return run_state.check(read(path), path, trusted=trusted)
+
+
 def read(folder: str | Path) -> dict[str, Any]:
     """The folder as a checkpoint's layout (model, config, class_names, image_size, preprocessing), unchecked:
-    run_state.read checks it as it checks every checkpoint."""
+    read_any checks it as run_state.read checks every checkpoint."""
     folder = Path(folder)
     try:
         values = json.loads(files.read_text(folder / SETTINGS, files.JSON_LIMIT, within=folder))

@@ -15,7 +15,7 @@ from .devkit.atomic import atomic_file, atomic_write
 
 METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s",
                    "unreadable_images",  # files skipped so far (data/unreadable.py)
-                   "val_macro_f1")  # the mean of the classes' F1 on validation (metrics.class_report)
+                   "val_macro_f1")  # the mean of the classes' F1 on validation (task.Metrics)
 
 
 def write_json(path: Path, obj: dict) -> None:

@@ -1,4 +1,4 @@
-"""Pictures of a run: training curves, a confusion matrix, and the most confident mistakes.
+"""Pictures of a run: training curves, a confusion matrix, and the most confident mistakes (and collecting them).
 
 Each builder returns a matplotlib `Figure` (object-oriented API, no pyplot state, no display
 backend) so that tests and notebooks can inspect what was drawn; `save_figure` writes it as a
@@ -51,6 +51,35 @@ def confusion_figure(matrix: torch.Tensor, class_names: Sequence[str]) -> Figure
         axis.text(col, row, str(count), ha="center", va="center", color="white" if count > threshold else "black")
     figure.tight_layout()
     return figure
+
+
+class ConfidentMistakes:
+    """The `count` wrong predictions made with the highest probability, kept on the device as batches pass.
+
+    Call it with each batch's (images, targets, logits) (training.loop.evaluate's `on_batch`, for evaluate.py's
+    mistakes figure). Correct predictions get confidence -1 instead of being filtered out, so the shapes never
+    depend on the data and nothing is read back before `result()` (one host sync).
+    """
+
+    def __init__(self, count: int = 16):
+        self.count, self.kept = count, ()  # (images, targets, predictions, confidences) once a batch has passed
+
+    def __call__(self, images: torch.Tensor, targets: torch.Tensor, logits: torch.Tensor) -> None:
+        confidences, predictions = logits.float().softmax(dim=1).max(dim=1)  # (B,) each
+        batch = (images, targets, predictions, torch.where(predictions == targets, -1.0, confidences))
+        if self.kept:  # the best so far compete with the new batch
+            batch = tuple(torch.cat([old, new.to(old.dtype)]) for old, new in zip(self.kept, batch))
+        top = batch[3].topk(min(self.count, len(batch[3]))).indices
+        self.kept = tuple(tensor[top] for tensor in batch)
+
+    def result(self) -> tuple[torch.Tensor, list[int], list[int], list[float]]:
+        """(images (N, 3, H, W) on the CPU, true classes, predicted classes, probabilities), most confident first."""
+        if not self.kept:
+            return torch.empty(0, 3, 1, 1), [], [], []
+        images, targets, predictions, confidences = self.kept
+        wrong = confidences >= 0
+        return (images[wrong].float().cpu(), targets[wrong].tolist(), predictions[wrong].tolist(),
+                confidences[wrong].tolist())
 
 
 def mistakes_figure(images: torch.Tensor, targets: Sequence[int], predictions: Sequence[int],

@@ -35,6 +35,7 @@ class Start:
     notes: list[str]
     verbose: bool = False
     debug_devices: bool = False
+    checkpoint: dict | None = None  # what --resume (or --init-from) names, read and checked once, here
 
 
 def settle(typed: settings.Settled, plugins: list) -> Start:
@@ -44,7 +45,7 @@ def settle(typed: settings.Settled, plugins: list) -> Start:
     """
     typed = settings.finish(typed, plugins)  # the flags were parsed and checked before torch loaded (parse)
     device = config.compute_device(typed.cfg.device)
-    settled, notes = on_device(typed, device, plugins)
+    settled, notes, state = on_device(typed, device, plugins)
     cfg = settled.cfg
     processes = next(filter(None, (plugin.processes(cfg, device) for plugin in plugins)), None) or Processes()
     try:
@@ -54,7 +55,7 @@ def settle(typed: settings.Settled, plugins: list) -> Start:
             source, sent = processes.checkpoint(plan.resume)
             if source != plan.resume:  # this process settled without it: again, from the copy it was sent
                 copy = dataclasses.replace(typed, cfg=dataclasses.replace(typed.cfg, resume=source))
-                settled, notes = on_device(copy, device, plugins)
+                settled, notes, state = on_device(copy, device, plugins)
                 cfg = settled.cfg
             plan, notes = dataclasses.replace(plan, resume=source), [*notes, sent]
         pretrained, weights_note = model.resolve_pretrained(  # a resumed run or --init-from brings its own weights
@@ -66,13 +67,15 @@ def settle(typed: settings.Settled, plugins: list) -> Start:
     cfg = dataclasses.replace(cfg, out=str(plan.out), resume=plan.resume, pretrained=pretrained,
                               threads=cfg.threads or config.default_threads())  # a resumed run keeps its own count
     notes = [note for note in (*notes, plan.note, weights_note) if note]
-    return Start(cfg, device, processes, plan, notes, typed.verbose, typed.debug_devices)
+    return Start(cfg, device, processes, plan, notes, typed.verbose, typed.debug_devices, state)
 
 
-def on_device(typed: settings.Settled, device: torch.device, plugins: list) -> tuple[settings.Settled, list[str]]:
-    """The run's settings on this device, with notes: a resumed run's own (`resumed`); what plugins bring must run
-    here; --parallel and --precision: explicit values must run here, defaults may fall back."""
-    settled, notes = resumed(typed, plugins)
+def on_device(typed: settings.Settled, device: torch.device, plugins: list
+              ) -> tuple[settings.Settled, list[str], dict | None]:
+    """The run's settings on this device, with notes and the checkpoint resumed: a resumed run's own (`resumed`);
+    what plugins bring must run here; --parallel and --precision: explicit values must run here, defaults may fall
+    back."""
+    settled, notes, state = resumed(typed, plugins)
     cfg, explicit = settled.cfg, settled.explicit
     for field in ("logger", "decode"):  # a value a plugin brought must be able to run here
         settings.check_available(plugins, field, getattr(cfg, field), device)
@@ -82,20 +85,24 @@ def on_device(typed: settings.Settled, device: torch.device, plugins: list) -> t
     precision_name, precision_note = precision.resolve_precision(
         cfg.precision if "precision" in explicit else None, cfg.precision, device)
     cfg = dataclasses.replace(cfg, parallel=parallel, precision=precision_name)
-    return dataclasses.replace(settled, cfg=cfg), [*notes, parallel_note, precision_note]
+    return dataclasses.replace(settled, cfg=cfg), [*notes, parallel_note, precision_note], state
 
 
-def resumed(typed: settings.Settled, plugins: list) -> tuple[settings.Settled, list[str]]:
-    """With --resume: the settings of the run it continues (its checkpoint's config, read once here), with notes."""
+def resumed(typed: settings.Settled, plugins: list) -> tuple[settings.Settled, list[str], dict | None]:
+    """With --resume: the settings of the run it continues (its checkpoint's config), with notes; and the checkpoint
+    the run starts from (--resume's, else --init-from's), read and checked once, here: the run is built from it."""
     cfg = typed.cfg
     source = run_folder.resume_source(cfg.out, cfg.resume)
-    if source is None or (os.environ.get("RANK", "0") != "0" and not checkpoint_file(source).is_file()):
-        return typed, []  # nothing to continue, or not on this node: settled again from the main process's copy
     trusted = config.trusted_imports(cfg.backbone, cfg.data, *cfg.allow_import)  # typed, or from a checked file
+    if source is None:  # a new run: from --init-from's weights (and their preprocessing) where given
+        start = run_state.read(cfg.init_from, trusted=trusted, config_class=type(cfg)) if cfg.init_from else None
+        return typed, [], start
+    if os.environ.get("RANK", "0") != "0" and not checkpoint_file(source).is_file():
+        return typed, [], None  # not on this node: settled again from the main process's copy
     state = run_state.read(source, trusted=trusted, config_class=type(cfg))
     if "data" not in typed.explicit:  # the run goes on reading the data its checkpoint names
         config.check_imports(state["config"], trusted, f"{source}: config", keys=("data",))
-    return own_settings(typed, state["config"], source, state["image_size"], plugins)
+    return (*own_settings(typed, state["config"], source, state["image_size"], plugins), state)
 
 
 def checkpoint_file(path: str) -> Path:

@@ -8,6 +8,7 @@ import shutil
 import textwrap
 
 import pytest
+from run_helpers import assert_evaluate_equals_training
 
 import evaluate
 import export
@@ -42,10 +43,10 @@ def train_resume_evaluate_predict(data: str, out, tmp_path, capsys, *extra) -> N
     assert train.main(["--data", data, "--out", str(out), "--epochs", "2", "--resume", str(out), *BASE, *extra]) == 0
     capsys.readouterr()
     allow = ["--allow-import", data] if ":" in data else []  # the checkpoint names the user's own dataset
-    assert evaluate.main([str(out / "best.pt"), "--device", "cpu", "--out", str(tmp_path / "c.png"),
-                          "--mistakes", str(tmp_path / "m.png"), *allow]) == 0
-    result = capsys.readouterr().out
-    assert "val: accuracy" in result
+    for name in ("best.pt", "last.pt"):
+        assert evaluate.main([str(out / name), "--device", "cpu", "--workers", "1", "--out", str(tmp_path / "c.png"),
+                              "--mistakes", str(tmp_path / "m.png"), *allow]) == 0
+    assert_evaluate_equals_training(capsys.readouterr().out, out)  # the val_loss and metrics metrics.csv holds
     classes = json.loads((out / "config.json").read_text())["class_names"]
     images = [str(p) for p in sorted((tmp_path / "probe").glob("*.png"))]
     assert predict.main([str(out / "best.pt"), *images, "--device", "cpu", "--json"]) == 0

@@ -16,8 +16,8 @@ from torch.utils.data import TensorDataset
 
 from {{ cookiecutter.package_name }}.data import build_loader
 from {{ cookiecutter.package_name }}.devkit import DeviceError, available_devices, module_device, precision, resolve_device, use_device
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier, build_model
+from {{ cookiecutter.package_name }}.task import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.training import wrapping
 
 pytestmark = pytest.mark.fake_cuda

@@ -14,8 +14,8 @@ from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.devkit import precision
 from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_checkpoint
 from {{ cookiecutter.package_name }}.devkit.precision import PrecisionError, PrecisionPolicy, half_copy, make_policy, resolve_precision
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier, build_model
+from {{ cookiecutter.package_name }}.task import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
 

@@ -16,8 +16,8 @@ import torch
 from host_reads import HostReads, epoch_reads, stand_in_run
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.metrics import new_confusion, update_confusion
 from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.task import new_confusion, update_confusion
 from {{ cookiecutter.package_name }}.training import epochs, loop, optimization
 
 CPU, META = torch.device("cpu"), torch.device("meta")

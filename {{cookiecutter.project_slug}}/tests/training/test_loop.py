@@ -6,8 +6,8 @@ import torch
 
 from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.task import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import evaluate, train_one_epoch
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.training import run_state
 from {{ cookiecutter.package_name }}.training.run import Run
 
 CUDA_COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -38,7 +39,7 @@ def _resumed_on(saved_run, device: torch.device) -> Run:
     """A fresh run on `device` that resumed from the CPU run's checkpoint."""
     cfg, path = saved_run
     run = Run(dataclasses.replace(cfg, device=str(device)), device)
-    run.resume(path)
+    run.resume(run_state.read(path), path)
     return run
 
 

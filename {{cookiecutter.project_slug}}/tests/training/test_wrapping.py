@@ -9,9 +9,9 @@ import train
 from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.devkit.checkpoint import load_model_state, model_state, strip_wrapper_prefixes, unwrap
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier
 from {{ cookiecutter.package_name }}.processes import Processes
+from {{ cookiecutter.package_name }}.task import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import train_one_epoch
 from {{ cookiecutter.package_name }}.training.wrapping import ParallelError, check_compile, resolve_parallel, wrap_model

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .. import metrics, outputs
+from .. import outputs, task
 from ..devkit.atomic import atomic_link
 from ..errors import one_line
 from . import loop, plugin_calls, recipe, run_state, seeding, stopping
@@ -41,16 +41,16 @@ def at_step_boundary(run: Run, out: Path, epoch: int, step: int, totals: loop.Ru
         raise stopping.TrainingInterrupted(signum, epoch, step)
 
 
-def _metrics_row(run: Run, epoch: int, train_stats: loop.EpochStats, val_stats: loop.EpochStats,
-                 val_report: metrics.ClassReport) -> dict:
-    """metrics.csv's row for an epoch (the fixed columns first); every column reaches every plugin."""
+def _metrics_row(run: Run, epoch: int, train_stats: loop.EpochStats, val_stats: loop.EpochStats) -> dict:
+    """metrics.csv's row for an epoch (the fixed columns first, then task.py's figures as `val_<name>`); every
+    column reaches every plugin."""
     return {"epoch": epoch, "train_loss": round(train_stats.loss, 6), "train_acc": round(train_stats.acc, 6),
             "val_loss": round(val_stats.loss, 6), "val_acc": round(val_stats.acc, 6),
             "lr": run.optimizer.param_groups[-1]["lr"],  # the last group's: the head's where a plugin made groups
             "epoch_time_s": round(train_stats.seconds + val_stats.seconds, 3),
             "images_per_s": round(train_stats.images / max(train_stats.seconds, 1e-9), 1),
             "unreadable_images": run.unreadable.count(),
-            "val_macro_f1": round(val_report.macro_f1, 6)}
+            **{f"val_{name}": round(value, 6) for name, value in val_stats.figures.items()}}
 
 
 def run_epoch(run: Run, epoch: int, out: Path) -> dict:
@@ -74,12 +74,11 @@ def run_epoch(run: Run, epoch: int, out: Path) -> dict:
     train_stats = loop.train_one_epoch(run.wrapped_model, run.loss_fn, run.optimizer, run.train_loader, run.hw,
                                        recipe=run.step_recipe, epoch=plan, progress=progress)
     run.step_losses = torch.stack(plan.step_losses) if plan.step_losses else None  # on the device
-    confusion = metrics.new_confusion(len(run.class_names), run.device)  # summed over processes by evaluate
     val_stats = loop.evaluate(run.processes.for_evaluation(run.wrapped_model), run.loss_fn, run.val_loader, run.hw,
-                              progress=progress, confusion=confusion)
+                              progress=progress, metrics=task.Metrics(len(run.class_names), run.device))
     run.unreadable.pool(run.processes)
     run.unreadable.check()  # too many unreadable files: stop (exit 2) rather than train on what is left
-    row = _metrics_row(run, epoch, train_stats, val_stats, metrics.class_report(confusion))
+    row = _metrics_row(run, epoch, train_stats, val_stats)
     # other weights validated too (the EMA's): best.pt keeps whichever is better
     failure = plugin_calls.tell(run, "validated", row)
     if plugin_calls.agreed(run, failure):  # the epoch is trained and validated: kept, as a signal would keep it

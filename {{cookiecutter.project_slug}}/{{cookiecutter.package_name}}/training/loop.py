@@ -15,19 +15,19 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ..metrics import update_confusion
 from .hardware import Hardware
 from .progress import Progress
 
 
 @dataclasses.dataclass
 class EpochStats:
-    """Mean loss, accuracy and throughput of one pass."""
+    """Mean loss, accuracy and throughput of one pass; a validation's figures (task.Metrics.compute) by name."""
 
     loss: float
     acc: float
     images: int
     seconds: float
+    figures: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -169,13 +169,13 @@ def _optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, hw: Hard
 
 @torch.inference_mode()
 def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, progress: bool | str = True,
-             confusion: torch.Tensor | None = None,
-             on_batch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None) -> EpochStats:
-    """Mean loss and accuracy of `model` over `val_loader`, without gradients.
+             metrics=None, on_batch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
+             ) -> EpochStats:
+    """Mean loss and accuracy of `model` over `val_loader`, without gradients; with `metrics` (a task.Metrics)
+    their figures too, over every process.
 
-    The one evaluation loop: training's validation and evaluate.py both run it, so their numbers agree.
-    Pass a (C, C) `confusion` matrix (metrics.new_confusion) to also count predictions in it (summed over
-    every process), and `on_batch(images, targets, logits)` to see every batch (metrics.ConfidentMistakes).
+    The one evaluation loop: training's validation and evaluate.py both run it, with the loss and metrics of
+    task.py, so their numbers agree. `on_batch(images, targets, logits)` sees every batch (plots.ConfidentMistakes).
     """
     model.eval()
     totals = RunningTotals.start(hw.device)
@@ -184,14 +184,14 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, 
             images, targets = hw.batch(images, targets)
             with hw.policy.autocast():  # a no-op under fp32
                 logits = model(images)
-            predictions = logits.argmax(dim=1)  # (B,)
             totals.loss_sum += loss_fn(logits, targets) * targets.size(0)
-            totals.correct += (predictions == targets).sum()
+            totals.correct += (logits.argmax(dim=1) == targets).sum()
             totals.seen += targets.size(0)
-            if confusion is not None:
-                update_confusion(confusion, predictions, targets)
+            if metrics is not None:
+                metrics.update(logits, targets)
             if on_batch is not None:
                 on_batch(images, targets, logits)
-    if confusion is not None:
-        hw.processes.total(confusion)  # every process's counts: the figures cover the whole split
-    return totals.stats(hw)
+    stats = totals.stats(hw)
+    if metrics is not None:
+        stats.figures = metrics.compute(hw.processes.total)  # every process's counts: the whole split
+    return stats

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from pathlib import Path
 
 import torch
 import tqdm
 
-from .. import loss, model, outputs
-from ..config import TrainConfig, trusted_imports
+from .. import model, task
+from ..config import TrainConfig
 from ..data import build_loaders
 from ..data.loaders import PREFETCH_BATCHES
 from ..processes import Processes
@@ -25,14 +24,14 @@ class Run:
     `model` is the plain model: checkpoints are saved from it and loaded into it. `wrapped_model` is what the
     steps run through: the same model inside DataParallel, DDP and/or torch.compile. `plugins` are what the
     project's answers added (plugins/); `processes` the processes training together (one by default).
+    `source`: the checkpoint cfg.resume or cfg.init_from names, read and checked (startup.settle reads it once);
+    its preprocessing is the run's, its weights the start of --init-from (--resume: `resume`).
     """
 
-    def __init__(self, cfg: TrainConfig, device: torch.device, processes: Processes | None = None, plugins=()):
+    def __init__(self, cfg: TrainConfig, device: torch.device, processes: Processes | None = None, plugins=(),
+                 source: dict | None = None):
         self.cfg, self.device, self.plugins = cfg, device, list(plugins)
         self.processes = processes or Processes()
-        self.trusted = trusted_imports(cfg.backbone, cfg.data, *cfg.allow_import)  # settled: the run's own
-        start = cfg.resume or cfg.init_from  # the weights' own preprocessing: the checkpoint's
-        source = run_state.read(start, trusted=self.trusted, config_class=type(cfg)) if start else None
         self._build_data(source)
         self.hw = Hardware.create(device, self.cfg.precision, self.cfg.channels_last, mean=self.preprocessing.mean,
                                   std=self.preprocessing.std, processes=self.processes)
@@ -65,8 +64,7 @@ class Run:
                                        image_size=self.image_size, pretrained_file=cfg.pretrained_file
                                        ).to(memory_format=self.hw.memory_format)
         self.fresh = recipe.init_from_state(self.model, source["model"], cfg.init_from) if cfg.init_from else []
-        self.loss_fn = loss.WeightedCrossEntropy(loss.balanced_class_weights(self.class_counts),
-                                                 cfg.label_smoothing).to(device)
+        self.loss_fn = task.build_loss(self.class_counts, cfg.label_smoothing, device)
         # None: every parameter at cfg.lr, no batch mixing; a plugin's build may change both (fine-tuning's)
         self.parameter_groups, self.mix = None, None
         for plugin in self.plugins:
@@ -123,21 +121,10 @@ class Run:
         if self.unreadable.add(split, path):
             tqdm.tqdm.write(f"warning: skipping unreadable image {path}: {reason}", file=sys.stderr)  # above the bar
 
-    def resume(self, path: str) -> None:
-        """Continue where a checkpoint stopped: after its epoch, or at its step inside the epoch."""
+    def resume(self, state: dict, path: str) -> None:
+        """Continue where the checkpoint `state` (read from `path` and checked, run_state.read) stopped: after its
+        epoch, or at its step inside the epoch."""
         # Read onto the CPU: load_state_dict places weights and optimizer moments on the parameters'
         # device, keeps AdamW's `step` counters on the CPU where torch wants them, and the RNG
         # states stay host tensors (a CUDA one cannot become a NumPy array).
-        state = run_state.read(path, trusted=self.trusted, config_class=type(self.cfg))
-        epoch, step = run_state.resume_position(state)
-        # Another number of processes: the same sample of the epoch in this run's steps, or a ResumeLayoutError
-        self.start_step, self.resume_notes = self.processes.continue_at(state.get("layout"), step, self.layout(),
-                                                                        path)
-        self.start_epoch = epoch
-        run_state.restore_training(state, run=self, source=path,
-                                   steps_done=(epoch - 1) * self.steps_per_epoch + self.start_step)
-        # The saved sums are every process's together: the main one alone carries them on.
-        self.resumed_totals = state.get("epoch_totals") if self.start_step and self.processes.is_main() else None
-        self.best_acc = state["best_val_acc"]
-        self.unreadable.found.update({split: set(paths) for split, paths in state.get("unreadable", {}).items()})
-        self.rows = run_state.metrics_until_epoch(state, outputs.read_metrics(Path(self.cfg.out) / "metrics.csv"))
+        run_state.continue_run(state, run=self, source=path)

@@ -7,7 +7,6 @@ the portable, atomic, weights_only file format underneath):
     optimizer     optimizer.state_dict(), CPU tensors
     scheduler     scheduler.state_dict()
     scaler        GradScaler.state_dict() (empty when disabled)
-    loss          the loss module's state (class weights), so evaluate.py measures what training did
     epoch         the epoch it belongs to: the last completed one when `step` is 0 (0: before the first step)
     step          optimizer steps done in `epoch`; 0 for an epoch-end checkpoint. A mid-epoch one (written
                   on SIGINT/SIGTERM or every --save-every-minutes) continues at step `step` + 1
@@ -17,7 +16,7 @@ the portable, atomic, weights_only file format underneath):
     best_val_acc  the best validation accuracy so far
     config        the run's TrainConfig as a dict
     class_names   the label of each logit, in order
-    class_counts  training images per class (the model card's figures)
+    class_counts  training images per class (the class weights of the loss, task.build_loss; the model card's figures)
     image_size    the side of the square images the model was trained on
     rng           the global RNG states (seeding.rng_state)
     metrics       metrics.csv's rows up to `epoch`, so a resumed run rewrites the same file
@@ -29,7 +28,8 @@ the portable, atomic, weights_only file format underneath):
                   global_batch, steps_per_epoch, sharded; a resume under another world size finds its sample
 
 train.py builds it with `training_state`, writes it with `save`; train.py, evaluate.py and
-predict.py read it with `read`, which checks every value first (state_check.py).
+predict.py read it with `read`, which checks every value first (state_check.py). The run's loss is rebuilt from
+it with `loss_from_state` (task.py's, as training built it).
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ from typing import Any
 
 import torch
 
-from .. import __version__, model_folder
+from .. import __version__, task
 from ..config import TrainConfig, check_imports
 from ..data.transforms import Preprocessing
 from ..devkit import checkpoint
 from ..errors import one_line
-from ..loss import WeightedCrossEntropy
 from ..model import Classifier, build_model
+from ..outputs import read_metrics
 from . import optimization, run_folder, seeding, state_check
 
 
@@ -65,7 +65,6 @@ def training_state(run, epoch: int, *, step: int = 0, epoch_totals: dict | None 
         "optimizer": checkpoint.to_cpu(run.optimizer.state_dict()),
         "scheduler": run.scheduler.state_dict(),
         "scaler": run.hw.scaler.state_dict(),
-        "loss": checkpoint.to_cpu(run.loss_fn.state_dict()),
         "epoch": epoch,
         "step": step,
         "epoch_totals": dict(epoch_totals or {}),
@@ -100,10 +99,13 @@ def read(path: str | os.PathLike, map_location: torch.device | str = "cpu", *,
     recorded data is checked where it would be opened: train.py --resume, evaluate.py without --data.) Its config
     is checked against `config_class`'s fields (with the plugins' settings, for train.py).
     """
-    if model_folder.is_model_folder(path):  # export.py --format safetensors: checked like any checkpoint
-        state = model_folder.read(path)
-    else:
-        state = checkpoint.load_checkpoint(path, map_location=map_location)
+    return check(checkpoint.load_checkpoint(path, map_location=map_location), path, trusted=trusted,
+                 config_class=config_class)
+
+
+def check(state: dict[str, Any], path: str | os.PathLike, *, trusted: frozenset[str] = frozenset(),
+          config_class: type = TrainConfig) -> dict[str, Any]:
+    """`state`, read from `path`, once its every value is checked (`read`; a model folder's, model_folder.read_any)."""
     state_check.check_values(state, path, config_class)
     check_imports(state["config"], trusted, f"{path}: config", keys=("backbone",))  # the shape check builds it
     state_check.check_shapes(state, lambda: build_for(state, torch.device("meta")), path)
@@ -123,13 +125,26 @@ def model_from_state(state: dict[str, Any], device: torch.device, source: str = 
     return model
 
 
-def loss_from_state(state: dict[str, Any], device: torch.device) -> WeightedCrossEntropy:
-    """The training run's loss (class weights, label smoothing) on `device`, to measure as training did."""
-    num_classes = len(state["class_names"])
-    # Checkpoints written before the loss was saved: unweighted, as close as they allow.
-    weights = state.get("loss", {}).get("class_weights", torch.ones(num_classes))
-    smoothing = state["config"].get("label_smoothing", 0.0)
-    return WeightedCrossEntropy(weights, smoothing).to(device)
+def loss_from_state(state: dict[str, Any], device: torch.device) -> torch.nn.Module:
+    """The training run's loss on `device`, built by task.build_loss from what the run recorded, as training built
+    it (a model folder records no class counts: unweighted)."""
+    counts = state.get("class_counts") or [1] * len(state["class_names"])
+    return task.build_loss(counts, state["config"].get("label_smoothing", 0.0), device)
+
+
+def continue_run(state: dict[str, Any], *, run, source: str) -> None:
+    """Set a freshly built run to continue where `state` stopped, after its epoch or at its step inside the epoch:
+    its weights, optimizer, schedule, scaler, RNG and plugins (restore_training), and its progress."""
+    epoch, step = resume_position(state)
+    # Another number of processes: the same sample of the epoch in this run's steps, or a ResumeLayoutError
+    run.start_step, run.resume_notes = run.processes.continue_at(state.get("layout"), step, run.layout(), source)
+    run.start_epoch = epoch
+    restore_training(state, run=run, source=source, steps_done=(epoch - 1) * run.steps_per_epoch + run.start_step)
+    # The saved sums are every process's together: the main one alone carries them on.
+    run.resumed_totals = state.get("epoch_totals") if run.start_step and run.processes.is_main() else None
+    run.best_acc = state["best_val_acc"]
+    run.unreadable.found.update({split: set(paths) for split, paths in state.get("unreadable", {}).items()})
+    run.rows = metrics_until_epoch(state, read_metrics(Path(run.cfg.out) / "metrics.csv"))
 
 
 def restore_training(state: dict[str, Any], *, run, source: str, steps_done: int = 0) -> None:

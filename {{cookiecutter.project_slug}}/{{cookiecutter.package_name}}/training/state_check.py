@@ -39,7 +39,7 @@ HEAD_WEIGHT = "head.weight"  # model.Classifier's head: one row per class
 KINDS: dict[str, type | tuple[type, ...]] = {
     "model": dict, "config": dict, "class_names": (list, tuple), "image_size": int,
     "epoch": int, "step": int, "best_val_acc": (int, float), "optimizer": dict, "scheduler": dict, "scaler": dict,
-    "loss": dict, "rng": dict, "metrics": list, "version": str, "preprocessing": (dict, type(None)),
+    "rng": dict, "metrics": list, "version": str, "preprocessing": (dict, type(None)),
     "weights": str, "plugins": dict, "epoch_totals": dict, "unreadable": dict, "class_counts": list,
 }
 
@@ -62,8 +62,7 @@ def check_values(state: dict[str, Any], path: str | os.PathLike, config_class: t
     _check_config(state["config"], path, config_class)
     _check_optional(state, path)
     check_weights(state["model"], "model", path)
-    if "loss" in state:
-        _check_loss(state["loss"], len(state["class_names"]), path)
+    _check_class_counts(state.get("class_counts"), len(state["class_names"]), path)
 
 
 def _check_layout(state: dict[str, Any], path: str | os.PathLike) -> None:
@@ -145,13 +144,11 @@ def check_weights(weights: dict, key: str, path: str | os.PathLike) -> None:
             raise _refuse(path, f"{key}.{name} holds NaN or infinite values")
 
 
-def _check_loss(loss: dict, num_classes: int, path: str | os.PathLike) -> None:
-    """Named tensors, finite (check_weights); the class weights one per class, none negative."""
-    check_weights(loss, "loss", path)
-    weights = loss.get("class_weights")
-    if weights is not None and (tuple(weights.shape) != (num_classes,) or bool((weights < 0).any())):
-        raise _refuse(path, f"loss.class_weights is {tuple(weights.shape)}; expected one weight per class "
-                            f"({num_classes}), none below 0")
+def _check_class_counts(counts: list | None, num_classes: int, path: str | os.PathLike) -> None:
+    """Where recorded, one whole number of images per class, none below 0 (the loss's class weights come from them)."""
+    if counts is not None and (len(counts) != num_classes or not all(_is(n, int) and n >= 0 for n in counts)):
+        raise _refuse(path, f"class_counts is {counts!r:.80}; expected one count of images per class ({num_classes}), "
+                            "none below 0")
 
 
 def check_shapes(state: dict[str, Any], build_on_meta: Callable[[], nn.Module], path: str | os.PathLike) -> None:

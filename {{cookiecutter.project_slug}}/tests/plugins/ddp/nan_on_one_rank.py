@@ -17,10 +17,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the project root: train.py and the package
 
 import train  # noqa: E402
-from {{ cookiecutter.package_name }} import loss  # noqa: E402
+from {{ cookiecutter.package_name }} import task  # noqa: E402
 
 BAD_RANK, BAD_CALL = int(sys.argv[1]), int(sys.argv[2])
-_real_forward = loss.WeightedCrossEntropy.forward
+_real_forward = task.WeightedCrossEntropy.forward
 _calls = 0
 
 
@@ -34,5 +34,5 @@ def _forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 if __name__ == "__main__":
-    loss.WeightedCrossEntropy.forward = _forward
+    task.WeightedCrossEntropy.forward = _forward
     sys.exit(train.main(sys.argv[3:]))

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from changes import PACKAGE, changed_copy, focal_loss, top2_and_worst_recall
 from conftest import HANG_S, nested_tensors
 from ddp_helpers import free_port
-from run_helpers import PAUSE_ENV_VAR, paused
+from run_helpers import PAUSE_ENV_VAR, assert_evaluate_equals_training, paused
 
 import train
 from {{ cookiecutter.package_name }}.plugins.ddp.processes import weights_digest
@@ -52,10 +53,10 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def torchrun(nproc: int, *args: str, script: str = "train.py") -> subprocess.CompletedProcess:
-    """`torchrun --standalone --nproc_per_node=N train.py ARGS`."""
+def torchrun(nproc: int, *args: str, script: str = "train.py", project: Path = PROJECT) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc_per_node=N train.py ARGS` (in `project`: this one, or a changed copy)."""
     command = [*TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", script, *args]
-    return subprocess.run(command, cwd=PROJECT, env=_env(), capture_output=True, text=True, timeout=HANG_S)
+    return subprocess.run(command, cwd=project, env=_env(), capture_output=True, text=True, timeout=HANG_S)
 
 
 def _ddp_args(tiny_data: Path, out: Path) -> list[str]:
@@ -269,3 +270,27 @@ def test_sigterm_to_one_rank_stops_both_at_the_same_step_with_that_step_saved(ti
     assert "paused at step:1:1 (rank 0" not in text
     state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
     assert (state["epoch"], state["step"]) == (1, 1) and state["epoch_totals"]["seen"] == 8
+
+
+EVALUATE_BOTH = """
+import sys
+import evaluate
+
+for name in ("best.pt", "last.pt"):
+    assert evaluate.main([sys.argv[1] + "/" + name, "--device", "cpu", "--workers", "1"]) == 0
+"""
+
+
+@pytest.mark.slow
+def test_a_loss_and_metrics_of_your_own_sum_over_the_ranks_to_what_one_process_evaluates(tiny_data, tmp_path):
+    """task.py changed as the README says (a focal loss, a top-2 accuracy, the worst class's recall): two ranks,
+    each validating its shard, record in metrics.csv what evaluate.py, one process over the whole split, prints."""
+    copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", lambda text: top2_and_worst_recall(focal_loss(text)))
+    out = tmp_path / "run"
+    trained = torchrun(2, *_ddp_args(tiny_data, out), "--workers", "1", project=copy)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    evaluated = subprocess.run([sys.executable, "-c", EVALUATE_BOTH, str(out)], cwd=copy, env=_env(),
+                               capture_output=True, text=True, timeout=HANG_S)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert_evaluate_equals_training(evaluated.stdout, out)
+    assert {"val_top2_acc", "val_worst_recall"} <= set((out / "metrics.csv").read_text().splitlines()[0].split(","))

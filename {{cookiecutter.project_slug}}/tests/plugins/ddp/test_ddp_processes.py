@@ -17,10 +17,10 @@ from ddp_helpers import free_port, torchrun_env
 from torch import nn
 
 from {{ cookiecutter.package_name }}.errors import ConfigError
-from {{ cookiecutter.package_name }}.metrics import new_confusion
 from {{ cookiecutter.package_name }}.plugins.ddp import PLUGIN
 from {{ cookiecutter.package_name }}.plugins.ddp.processes import DistributedProcesses
 from {{ cookiecutter.package_name }}.processes import Processes
+from {{ cookiecutter.package_name }}.task import Metrics
 from {{ cookiecutter.package_name }}.training import epochs, loop, stopping, wrapping
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
@@ -48,13 +48,13 @@ def _dataset(classes: int = 3, count: int = 24) -> list[tuple[torch.Tensor, int]
 
 def _matrix(samples: list, processes: Processes) -> torch.Tensor:
     """The confusion matrix loop.evaluate fills from this process's share of the samples (as the run's loader)."""
-    confusion = new_confusion(3, CPU)
+    metrics = Metrics(3, CPU)
     shard = processes.eval_indices(samples)
     loader = torch.utils.data.DataLoader(samples if shard is None else torch.utils.data.Subset(samples, shard),
                                          batch_size=4)
     loop.evaluate(Fixed(3), nn.CrossEntropyLoss(), loader, Hardware.create(CPU, processes=processes),
-                  progress=False, confusion=confusion)
-    return confusion
+                  progress=False, metrics=metrics)
+    return metrics.confusion
 
 
 def _outcome(decide, processes: DistributedProcesses) -> str:

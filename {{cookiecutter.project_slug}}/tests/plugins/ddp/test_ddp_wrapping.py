@@ -14,10 +14,10 @@ from torch import nn
 from {{ cookiecutter.package_name }}.data.folders import load_splits
 from {{ cookiecutter.package_name }}.data.loaders import build_loader
 from {{ cookiecutter.package_name }}.devkit.checkpoint import load_model_state, model_state, strip_wrapper_prefixes, unwrap
-from {{ cookiecutter.package_name }}.loss import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.model import Classifier
 from {{ cookiecutter.package_name }}.plugins.ddp import PLUGIN
 from {{ cookiecutter.package_name }}.plugins.ddp.processes import DistributedProcesses, backend, weights_digest
+from {{ cookiecutter.package_name }}.task import WeightedCrossEntropy
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.loop import StepRecipe, train_one_epoch
 from {{ cookiecutter.package_name }}.training.wrapping import ParallelError, resolve_parallel, wrap_model

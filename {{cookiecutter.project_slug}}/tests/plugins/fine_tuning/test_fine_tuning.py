@@ -33,7 +33,7 @@ from {{ cookiecutter.package_name }}.plugins.fine_tuning.controls import (
     freeze_backbone,
     parameter_groups,
 )
-from {{ cookiecutter.package_name }}.training import epochs, loop
+from {{ cookiecutter.package_name }}.training import epochs, loop, run_state
 from {{ cookiecutter.package_name }}.training.hardware import Hardware
 from {{ cookiecutter.package_name }}.training.run import Run
 
@@ -222,14 +222,16 @@ def test_plugin_state_is_refused_without_the_answer_and_checked_with_it(tiny_dat
     options = {"data": str(tiny_data), "out": str(out), "workers": 0, "batch_size": 8, "image_size": 32,
                "pretrained": False, "parallel": "none", "precision": "fp32"}  # whatever this project's defaults
     with pytest.raises(CheckpointError, match="used the fine_tuning plugin, which this project lacks"):
-        Run(config_class([])(**options), CPU, plugins=[]).resume(str(out / "last.pt"))
-    Run(config_class([PLUGIN])(**options, ema=0.9), CPU, plugins=[PLUGIN]).resume(str(out / "last.pt"))  # its own
+        Run(config_class([])(**options), CPU, plugins=[]).resume(run_state.read(out / "last.pt"), str(out))
+    Run(config_class([PLUGIN])(**options, ema=0.9), CPU, plugins=[PLUGIN]).resume(run_state.read(out / "last.pt"),
+                                                                                  str(out))  # its own
     state = load_cpu(out / "last.pt")
     for hostile in ([1], {"model": {}, "n_averaged": -1}, {"model": {}, "n_averaged": True}, {"n_averaged": 1}):
         state["plugins"]["fine_tuning"]["ema"] = hostile
         save_checkpoint(tmp_path / "edited.pt", state)
         with pytest.raises(CheckpointError, match="plugins.fine_tuning.ema is not the EMA's"):
-            Run(config_class([PLUGIN])(**options, ema=0.9), CPU, plugins=[PLUGIN]).resume(str(tmp_path / "edited.pt"))
+            Run(config_class([PLUGIN])(**options, ema=0.9), CPU, plugins=[PLUGIN]).resume(
+                run_state.read(tmp_path / "edited.pt"), str(tmp_path / "edited.pt"))
 
 
 @pytest.mark.slow
