@@ -8,6 +8,7 @@ from conftest import train_one_thread
 
 from {{ cookiecutter.package_name }} import settings
 from {{ cookiecutter.package_name }}.data.transforms import AUGMENTATIONS, Preprocessing, build_transforms
+from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.training import run_state
 
 
@@ -19,12 +20,13 @@ def _mirror_pair() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def test_flags_offer_every_registered_recipe_and_refuse_anything_else():
-    """--augment takes each name in AUGMENTATIONS (default: none); an unknown name is refused before a run starts."""
+    """--augment takes each name in AUGMENTATIONS (default: none); an unknown name is refused before a run starts
+    (once torch has loaded: the names are the registry's, ConfigError is train.py's one line and exit 2)."""
     assert "none" in AUGMENTATIONS and Preprocessing(32).augment == "none"
     assert settings.settle([]).cfg.augment == "none"
     for recipe in AUGMENTATIONS:
         assert settings.settle(["--augment", recipe]).cfg.augment == recipe
-    with pytest.raises(SystemExit):
+    with pytest.raises(ConfigError, match="--augment"):
         settings.settle(["--augment", "no-such-recipe"])
 
 
