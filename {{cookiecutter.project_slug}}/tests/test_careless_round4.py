@@ -84,7 +84,7 @@ def test_a_class_name_that_would_forge_a_predict_row_is_refused_at_export_and_by
                         str(tmp_path / "folder")]) == 2
     assert "line break or control character" in _one_error(capsys)
     assert not (tmp_path / "folder").exists() and sorted(os.listdir(tmp_path)) == ["run"]
-    assert predict.main([str(tmp_path / "run" / "best.pt"), image]) == 2
+    assert predict.main([str(tmp_path / "run" / "best.pt"), image, "--device", "cpu"]) == 2
     assert "line break or control character" in _one_error(capsys)
     # A folder exported whole, its config.json edited afterwards
     assert export.main([str(checkpoint), "--format", "safetensors", "--out", str(tmp_path / "shared")]) == 0
@@ -92,5 +92,5 @@ def test_a_class_name_that_would_forge_a_predict_row_is_refused_at_export_and_by
     settings["class_names"][0] = forged
     (tmp_path / "shared" / "config.json").write_text(json.dumps(settings))
     capsys.readouterr()
-    assert predict.main([str(tmp_path / "shared"), image]) == 2
+    assert predict.main([str(tmp_path / "shared"), image, "--device", "cpu"]) == 2
     assert "line break or control character" in _one_error(capsys)

@@ -185,5 +185,5 @@ def test_resume_reads_and_checks_the_checkpoint_once(trained_run, tmp_path, monk
         return real_load(f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "load", counted_load)
-    assert train.main(["--resume", str(out), "--epochs", "3", "--workers", "1"]) == 0
+    assert train.main(["--resume", str(out), "--epochs", "3", "--workers", "1", "--device", "cpu"]) == 0
     assert [path for path in loaded if path.endswith(".pt")] == [str(out / "last.pt")]

@@ -18,6 +18,11 @@ class deferred:  # noqa: N801 -- read as a module name where it is used: `loop =
     """The module `name` (relative to `package`, as importlib.import_module takes them), imported when one of its
     attributes is first read or set (a test's monkeypatch)."""
 
+    # No instance __dict__: reading `__dict__` reaches the module's, as for the other attributes. pytest's
+    # monkeypatch (9.2) takes the value to restore from the target's __dict__; from a stand-in's own it would find
+    # nothing and delete the module's attribute on undo.
+    __slots__ = ("_where",)
+
     def __init__(self, name: str, package: str | None = None) -> None:
         object.__setattr__(self, "_where", (name, package))
 
