@@ -107,7 +107,6 @@ def main(argv: list[str] | None = None, plugins: list[Plugin] | None = None) -> 
     project's."""
     # Read before the flags are parsed (loading the plugins may fail); exact, as the parser takes no abbreviations
     verbose = "--verbose" in (sys.argv[1:] if argv is None else argv)
-    cli.best_effort_output()  # the run's result is its files: a closed or full stdout/stderr loses only text
 
     def parse_then_train() -> int:
         installed = [*load_plugins(), *(plugins or [])]
@@ -117,4 +116,5 @@ def main(argv: list[str] | None = None, plugins: list[Plugin] | None = None) -> 
 
 
 if __name__ == "__main__":
+    cli.best_effort_output()  # this process's streams, not an in-process caller's: a closed one loses only text
     sys.exit(main())
