@@ -6,8 +6,9 @@ The changes: an --augment recipe (data/transforms.py), a TrainConfig field (conf
 package, config.py's `backbone`).
 
 Each change is made in a copy of the default bake the way its owner would make it (a few lines in the one
-file the README names), checked to have taken effect (train.py --help offers it), and then the generated
-tests that read the changed registry or dataclass run in their quick tier (`-m "not slow"`).
+file the README names), checked to have taken effect (train.py --help offers it; a recipe, which --help only
+describes because the flags are checked before torch loads, is named when an unknown --augment is refused), and
+then the generated tests that read the changed registry or dataclass run in their quick tier (`-m "not slow"`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from helpers import DEFAULT_PACKAGE, describe, run
 
 PKG = DEFAULT_PACKAGE
 
-# (file in the project, how to change its text, what train.py --help then offers)
+# (file in the project, how to change its text, what train.py then offers: in --help or refusing a wrong name)
 AUGMENT_RECIPE = (
     f"{PKG}/data/transforms.py",
     lambda text: text + '''
@@ -120,13 +121,17 @@ def changed_project(bakery, tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_ordinary_changes_keep_the_generated_tests_that_read_them_green(changed_project):
     """With a new augmentation recipe, a new config field, a new tracker and their own module as the default
-    backbone, the quick tier of the tests that read those passes unchanged; train.py --help offers the new
-    choices, so the changes are really there."""
+    backbone, the quick tier of the tests that read those passes unchanged; train.py offers the new choices, so
+    the changes are really there."""
     helped = run([sys.executable, "train.py", "--help"], cwd=changed_project, timeout=600)
     assert helped.returncode == 0, describe(helped)
-    offered = re.sub(r"\s+", " ", helped.stdout)
+    # the recipes are read from data/transforms.py once torch loads: an unknown one is refused with their names
+    refused = run([sys.executable, "train.py", "--augment", "no-such-recipe", "--device", "cpu"], cwd=changed_project,
+                  timeout=600)
+    assert refused.returncode == 2 and "one of" in refused.stderr, describe(refused)
+    offered = re.sub(r"\s+", " ", helped.stdout + refused.stderr)
     for name, (_, _, choice) in CHANGES.items():
-        assert choice is None or choice in offered, f"{name}: --help does not offer {choice!r}"
+        assert choice is None or choice in offered, f"{name}: train.py does not offer {choice!r}"
     present = [path for path in READERS if (changed_project / path).is_file()]
     suite = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *present],
                 cwd=changed_project, timeout=1800)

@@ -99,7 +99,8 @@ class World:
         subprocess.run([str(NETNS), "up", str(self.netns)], check=True, timeout=60)
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = subprocess_env(OMP_NUM_THREADS="1", **extra)
+        # PYTHONFAULTHANDLER: a hung launch's processes print every thread's stack on SIGABRT (_wait)
+        env = subprocess_env(OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1", **extra)
         env.pop(PAUSE_ENV_VAR, None)
         return {**env, **extra}
 
@@ -140,12 +141,16 @@ def _texts(logs: list[Path]) -> str:
 
 
 def _wait(agents: list[subprocess.Popen], logs: list[Path]) -> list[int]:
-    """Both agents' exit codes, each within LAUNCH_TIMEOUT_S."""
+    """The agents' exit codes, each within LAUNCH_TIMEOUT_S; a hang fails with every process's stacks."""
     deadline = time.monotonic() + LAUNCH_TIMEOUT_S
     try:
         return [agent.wait(timeout=max(1.0, deadline - time.monotonic())) for agent in agents]
     except subprocess.TimeoutExpired:
-        pytest.fail(f"the nodes did not finish in {LAUNCH_TIMEOUT_S} s:\n{_texts(logs)[-4000:]}")
+        groups = _process_groups([agent.pid for agent in agents])
+        _signal_groups(groups, signal.SIGABRT)  # faulthandler (World.env) writes each thread's stack to the log
+        time.sleep(5)
+        _signal_groups(groups, signal.SIGKILL)
+        pytest.fail(f"no exit in {LAUNCH_TIMEOUT_S} s; the stacks at the end:\n{_texts(logs)[-12000:]}")
 
 
 def _paused_pid(agents: list[subprocess.Popen], logs: list[Path]) -> int:
@@ -173,12 +178,14 @@ def world(bakery, tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference(world) -> Path:
     """`torchrun --standalone --nproc_per_node=2` with the same training flags, on the host: its last.pt."""
-    out = world.workdir / "reference"
+    out, log = world.workdir / "reference", world.workdir / "reference.log"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
                "--parallel", "ddp", "--data", str(world.data), "--out", str(out), *TRAIN_ARGS]
-    result = subprocess.run(command, cwd=world.project, env=world.env(), capture_output=True, text=True,
-                            timeout=LAUNCH_TIMEOUT_S)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    with open(log, "ab") as handle:
+        agent = subprocess.Popen(command, cwd=world.project, env=world.env(), stdout=handle,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    world.agents.append(agent)
+    assert _wait([agent], [log]) == [0], _texts([log])[-4000:]
     return out / "last.pt"
 
 
