@@ -1182,6 +1182,8 @@ class _FileFacts:
         wished, checked = set(), set(self.checked_flags)
         wished |= self._wished_flags()
         wished |= self.options_on | self.project.wished  # `build(model, gpu=True)` in any checked file
+        # `use_cuda = cfg["use_cuda"]`: what a config file asks for (unless a config dict here sets the key otherwise)
+        wished |= {name for key, name in self.project.data_flags if key not in self.project.other_keys}
         wished |= self.project.options_on - self.options_declared  # another script's option, unless parsed here too
         found = {n for n in wished if n.rsplit(".", 1)[-1] not in checked and _accel_flag(n.rsplit(".", 1)[-1])}
         # a name this file binds only to True is its own: another file's check of a flag so named does not set it
@@ -1228,6 +1230,29 @@ class _FileFacts:
                 break
             checked |= flowed
         return frozenset(checked)
+
+    @functools.cached_property
+    def data_flags(self) -> set[tuple[str, str]]:
+        """Accelerator flags bound to a value read from a mapping by a constant key (`self.use_cuda =
+        train_config["use_cuda"]`, `cfg.get("use_cuda", False)`): the key and the names bound. Such a value is what
+        a config file asks for, not what the machine has; it guards only where an availability check is assigned
+        to a flag so named somewhere (then `checked_flags` keeps it a guard), or where a config dict in the checked
+        files sets the key to something other than True (a real switch). Pairs of (key, flag), the key as one."""
+        found: set[tuple[str, str]] = set()
+        for node in self.kinds.get(ast.Assign, []):
+            value = node.value
+            if isinstance(value, ast.Subscript):
+                key = _string(value.slice)
+            elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                    value.func.attr == "get" and value.args:
+                key = _string(value.args[0])
+            else:
+                continue
+            if key and _accel_flag(key.lower()):
+                found.add((key.lower(), key.lower()))
+                found |= {(key.lower(), _last(t).lower()) for t in node.targets
+                          if isinstance(t, (ast.Name, ast.Attribute)) and _accel_flag(_last(t).lower())}
+        return found
 
     @functools.cached_property
     def checked_attributes(self) -> set[str]:
@@ -1552,6 +1577,7 @@ class _Project:
         self._written: dict[tuple, tuple[frozenset[str], frozenset[str]]] = {}
         self._saves_by_key: dict[str, list[tuple[_FileFacts, ast.Call]]] | None = None
         self.checked_attributes: set[str] = set()  # `args.use_gpu = ... torch.cuda.is_available()`: any file's
+        self.data_flags: set[tuple[str, str]] = set()  # (key, flag) read from a mapping: `use_cuda = cfg["use_cuda"]`
         self.callers: dict[int, tuple[list[ast.Call], int] | None] = {}  # id(function) -> its calls (_Checker._callers)
         self._calls_named: dict[str, list[tuple[_FileFacts, ast.Call]]] | None = None  # built on first use
         self._calls_counted = 0
@@ -1587,6 +1613,7 @@ class _Project:
         self.option_defaults += facts.option_defaults
         self.cpu_saved_files |= {key for key in facts.cpu_saved_explicitly if "(" not in key}  # names, not code
         self.checked_attributes |= facts.checked_attributes
+        self.data_flags |= facts.data_flags
         self._add_config_constants(facts)
         if _builds_cuda_extension(facts) and os.path.isfile(path):
             folder = os.path.dirname(_realpath(path))
@@ -2977,6 +3004,7 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
     for f in files:
         for name in f.scopes.get(f.tree, {}) if id(f) not in (broken or {}) else ():
             definers.setdefault(name, []).append(f)
+    plugins = _plugin_prefixes(files)
     candidates = []
     for facts, node in functions + [(f, n) for f in files for n in f.defs_at_top() if isinstance(n, ast.ClassDef)]:
         registered = any(_last(d) not in _WRAPPERS_ONLY for d in node.decorator_list)  # `@torch.no_grad()` wraps
@@ -2984,8 +3012,10 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
             continue
         private = node.name.startswith("_")
         if not private and (facts.parents.get(node) is not facts.tree or project.library_at(facts.path) or
-                            node.name.lower().startswith(("test", "pytest_", "setup", "teardown")) or
-                            os.path.basename(facts.path) in ("hubconf.py", "conftest.py", "setup.py")):
+                            node.name.lower().startswith(("pytest_", "setup", "teardown")) or
+                            node.name.lower().startswith("test") and _collected(facts) or
+                            os.path.basename(facts.path) in ("hubconf.py", "conftest.py", "setup.py") or
+                            _imported_by_name(facts, plugins)):
             continue
         candidates.append((facts, node))
     found: set[int] = set()
@@ -3006,6 +3036,53 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
             dropped.update(inside)
         pending = [(f, n) for f, n in candidates if n.name in dropped and id(n) not in found]
     return found
+
+
+def _collected(facts: _FileFacts) -> bool:
+    """Whether a test runner calls this file's `test*` functions: pytest collects `test_*.py`, `*_test.py`,
+    `conftest.py` (and files under a `tests` folder), unittest runs a file that imports it. Elsewhere a
+    `test_epoch()` is an ordinary function, reached only by its calls."""
+    return facts.is_test or "unittest" in facts.imports or \
+        any(a.name.split(".")[0] == "unittest" for n in facts.kinds.get(ast.Import, []) for a in n.names) or \
+        any((n.module or "").split(".")[0] == "unittest" for n in facts.kinds.get(ast.ImportFrom, []))
+
+
+def _plugin_prefixes(files: list[_FileFacts]) -> set[str]:
+    """Dotted module prefixes an `importlib.import_module(prefix + name)` (or `__import__`) with a computed name
+    loads from: `"models." + opt.model + "_model"` -> "models.". Such a registry finds its classes through the
+    module's namespace (`getattr(lib, name)`, `lib.__dict__`), so nothing names them."""
+    found: set[str] = set()
+    for facts in files:
+        for call in facts.calls:
+            if _last(call) not in ("import_module", "__import__") or not call.args or \
+                    isinstance(call.args[0], ast.Constant):
+                continue
+            arg = call.args[0]
+            if isinstance(arg, ast.Name):  # `name = "models." + opt.model; import_module(name)`
+                scope = facts._function_of(call)
+                values = [n.value for n in facts.walk(scope) if isinstance(n, ast.Assign) and
+                          any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)]
+                arg = values[0] if len(values) == 1 else arg
+            while isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
+                arg = arg.left
+            if isinstance(arg, ast.JoinedStr) and arg.values:
+                arg = arg.values[0]
+            elif isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "format":
+                arg = arg.func.value
+            prefix = _string(arg) or ""
+            prefix = prefix.split("{")[0].split("%")[0]
+            if "." in prefix:  # a package named: `models.` (a bare name prefix would match too much)
+                found.add(prefix[:prefix.rindex(".") + 1])
+    return found
+
+
+def _imported_by_name(facts: _FileFacts, prefixes: set[str]) -> bool:
+    """Whether the file's module path (any tail of it: `models.pix2pix_model`) starts with a plugin prefix."""
+    if not prefixes:
+        return False
+    parts = Path(facts.path).with_suffix("").parts
+    dotted = [".".join(parts[i:]) + "." for i in range(len(parts))]
+    return any(d.startswith(p) for d in dotted for p in prefixes)
 
 
 def _builds_cuda_extension(facts: _FileFacts) -> bool:
@@ -3105,13 +3182,28 @@ def _in_package(path: str) -> bool:
 @functools.lru_cache(maxsize=64)
 def _is_package(root: str) -> bool:
     """A project folder that installs as a package: its users are callers the lint cannot see."""
-    if any(os.path.isfile(os.path.join(root, name)) for name in ("setup.py", "setup.cfg")):
+    if os.path.isfile(os.path.join(root, "setup.cfg")):
+        return True
+    if os.path.isfile(os.path.join(root, "setup.py")) and _setup_installs(os.path.join(root, "setup.py")):
         return True
     try:
         text = Path(root, "pyproject.toml").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return False
     return bool(re.search(r"^\[(project|tool\.poetry)\]", text, re.M))
+
+
+def _setup_installs(path: str) -> bool:
+    """Whether a setup.py installs code: its `setup(...)` names `packages`, `py_modules`, `ext_modules` or
+    `package_dir`, or passes `**kwargs` (unknown). `setup(name=..., author=...)` alone (hgraph2graph) installs no
+    module, so nobody imports the repository's functions from an installed package. Unreadable: installs."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return True
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _last(n.func) == "setup"]
+    return not calls or any(k.arg in (None, "packages", "py_modules", "ext_modules", "package_dir")
+                            for c in calls for k in c.keywords) or any(c.args for c in calls)
 
 
 def _under(path: str, folder: str) -> bool:

@@ -471,7 +471,8 @@ def test_code_nothing_in_an_application_uses_is_quiet(tmp_path: Path) -> None:
         "models/yolo.py": "from models.common import *\ndef parse(names):\n    return [eval(n) for n in names]\n",
     }
     assert tree_codes(tmp_path, files) == [("models/common.py", 3, "DEV001"), ("utils/loss.py", 10, "DEV001")]
-    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='p')\n")
+    (tmp_path / "setup.py").write_text("from setuptools import find_packages, setup\n"
+                                       "setup(name='p', packages=find_packages())\n")
     assert ("utils/loss.py", 5, "DEV001") in tree_codes(tmp_path, {})
 
 

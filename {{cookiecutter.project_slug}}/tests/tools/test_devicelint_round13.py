@@ -1,0 +1,159 @@
+"""Round 13 of the device lint: reachability and flags as held-out 11 showed them.
+
+A `test_*` function is a test runner's entry point only in a file the runner collects; a module a registry loads by
+a computed name (`importlib.import_module("models." + name)`) has its classes used though nothing names them; an
+accelerator flag read from a config mapping (`cfg["use_cuda"]`) is a wish, not an availability check."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import devicelint  # tools/devicelint.py: pytest puts tools/ on sys.path (pyproject.toml)
+
+CHECKED = sorted(code for code, rule in devicelint.RULES.items() if rule.default)
+
+
+def tree_codes(root: Path, files: dict[str, str]) -> list[tuple[str, int, str]]:
+    """(file, line, code) for a small program written under `root` (an application: a .git, no setup.py)."""
+    (root / ".git").mkdir(parents=True, exist_ok=True)
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+    found = devicelint.lint_paths([str(root)], select=CHECKED)
+    return sorted((Path(f.path).relative_to(root).as_posix(), f.line, f.code) for f in found)
+
+
+TRAIN_WITH_DEAD_TEST = """
+    import torch
+
+    def test_partial_epoch(model, x):
+        return model(x.cuda())
+
+    def train_epoch(model, x):
+        return model(x)
+
+    if __name__ == "__main__":
+        train_epoch(torch.nn.Linear(2, 2), torch.zeros(1, 2))
+    """
+
+
+def test_a_test_named_function_nothing_calls_in_a_script_is_unreached(tmp_path: Path) -> None:
+    """graph-generation's `train.py` `test_vae_partial_epoch`: pytest does not collect `train.py`, so a `test*`
+    function there runs only where something calls it; nothing does."""
+    assert tree_codes(tmp_path, {"train.py": TRAIN_WITH_DEAD_TEST}) == []
+
+
+def test_a_test_function_in_a_collected_file_is_still_an_entry_point(tmp_path: Path) -> None:
+    """The same function in `test_train.py` (pytest collects it) or in a file that imports unittest is run by a
+    test runner: its `.cuda()` is reported."""
+    assert tree_codes(tmp_path / "a", {"test_train.py": TRAIN_WITH_DEAD_TEST}) == [("test_train.py", 5, "DEV001")]
+    unittest_file = "import unittest\n" + textwrap.dedent(TRAIN_WITH_DEAD_TEST)
+    assert tree_codes(tmp_path / "b", {"checks.py": unittest_file}) == [("checks.py", 6, "DEV001")]
+
+
+REGISTRY = {
+    "models/__init__.py": """
+        import importlib
+
+        def find_model(name):
+            module_name = "models." + name + "_model"
+            lib = importlib.import_module(module_name)
+            for key, cls in lib.__dict__.items():
+                if key.lower() == name.lower() + "model":
+                    return cls
+        """,
+    "models/pix2pix_model.py": """
+        import torch
+
+        class Pix2PixModel:
+            def loss(self, x):
+                return x.type(torch.cuda.FloatTensor).mean()
+        """,
+    "train.py": """
+        from models import find_model
+
+        model = find_model("pix2pix")()
+        print(model.loss(1))
+        """,
+}
+
+
+def test_a_class_a_registry_imports_by_a_computed_name_is_reached(tmp_path: Path) -> None:
+    """colorization-pytorch's `create_model`: `importlib.import_module("models." + name + "_model")` and a search of
+    the module's `__dict__` reach `Pix2PixModel`, whose name appears nowhere; its CUDA tensor casts are reported
+    (they were pruned as unreached code, 26 misses)."""
+    assert tree_codes(tmp_path, REGISTRY) == [("models/pix2pix_model.py", 6, "DEV010")]
+
+
+def test_a_module_outside_the_registrys_package_is_still_pruned(tmp_path: Path) -> None:
+    """The registry's prefix names the package it loads from: an unused class in another folder stays unreached."""
+    files = dict(REGISTRY, **{"tools/old_model.py": REGISTRY["models/pix2pix_model.py"]})
+    assert tree_codes(tmp_path, files) == [("models/pix2pix_model.py", 6, "DEV010")]
+
+
+CONFIG_FLAG = {
+    "training.py": """
+        import torch
+        import yaml
+
+        class Manager:
+            def __init__(self, model, config):
+                train_config = config["training"]
+                self.use_cuda = train_config["use_cuda"]
+                self.model = model
+                if self.use_cuda:
+                    self.model.cuda()
+
+        if __name__ == "__main__":
+            Manager(torch.nn.Linear(2, 2), yaml.safe_load(open("configs/sign.yaml")))
+        """,
+    "batch.py": """
+        class Batch:
+            def __init__(self, x, use_cuda=False):
+                self.x = x
+                if use_cuda:
+                    self.x = x.cuda()
+        """,
+    "loop.py": """
+        from batch import Batch
+
+        def run(manager, x):
+            return Batch(x, use_cuda=manager.use_cuda)
+        """,
+}
+
+
+def test_a_flag_read_from_a_config_mapping_guards_nothing(tmp_path: Path) -> None:
+    """slt's `self.use_cuda = train_config["use_cuda"]` (`use_cuda: true` in the shipped YAML) and the `Batch` that
+    is passed it: nothing checks availability, so the `.cuda()` calls under `if use_cuda:` run on a CPU machine."""
+    assert tree_codes(tmp_path, CONFIG_FLAG) == [("batch.py", 6, "DEV001"), ("training.py", 11, "DEV001")]
+
+
+def test_a_config_flag_some_availability_check_sets_is_a_guard(tmp_path: Path) -> None:
+    """Where a file assigns an availability check to the flag (`config["use_cuda"] = ... is_available()` read back
+    into `self.use_cuda`), it is a guard again."""
+    files = dict(CONFIG_FLAG)
+    files["training.py"] = files["training.py"].replace(
+        'train_config["use_cuda"]\n',
+        'train_config["use_cuda"]\n                self.use_cuda = self.use_cuda and torch.cuda.is_available()\n')
+    assert tree_codes(tmp_path, files) == []
+
+
+UNCALLED = """
+    import torch
+
+    def translate(model, x):
+        return model(x.cuda())
+    """
+
+
+def test_a_setup_py_that_installs_nothing_makes_no_package(tmp_path: Path) -> None:
+    """hgraph2graph's `setup(name=..., author=...)` names no packages or modules: the repository stays an
+    application, whose functions nothing calls are unreached. With `packages=` its users could call them."""
+    assert tree_codes(tmp_path / "a", {"setup.py": "from setuptools import setup\nsetup(name='x', author='y')\n",
+                                       "hgnn.py": UNCALLED}) == []
+    assert tree_codes(tmp_path / "b", {"setup.py": "from setuptools import setup, find_packages\n"
+                                                   "setup(name='x', packages=find_packages())\n",
+                                       "hgnn.py": UNCALLED}) == [("hgnn.py", 5, "DEV001")]
