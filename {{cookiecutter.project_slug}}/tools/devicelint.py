@@ -587,10 +587,11 @@ def _is_dict(node: ast.AST | None) -> bool:
     return isinstance(node, (ast.Dict, ast.DictComp)) or (isinstance(node, ast.Call) and _dotted(node.func) == "dict")
 
 
-def _wraps(value: ast.AST, wrapped: set[str]) -> bool:
-    """Whether `value` is a DP/DDP wrapper: `DDP(m)`, `DataParallel(m).cuda()`, `model.to(d)` of one."""
+def _wraps(value: ast.AST, wrapped: set[str], wrappers: Iterable[str] = _WRAPPERS) -> bool:
+    """Whether `value` is a DP/DDP wrapper: `DDP(m)`, `DataParallel(m).cuda()`, `model.to(d)` of one; `wrappers`: the
+    wrapper class names (a checked file's subclass of DataParallel too, `Project.wrappers`)."""
     while isinstance(value, (ast.Call, ast.Attribute)):
-        if isinstance(value, ast.Call) and _last(value) in _WRAPPERS:
+        if isinstance(value, ast.Call) and _last(value) in wrappers:
             return True
         if isinstance(value, ast.Attribute) and value.attr == "module":
             return False  # `.module` unwraps
@@ -1577,6 +1578,8 @@ class _Project:
         self._written: dict[tuple, tuple[frozenset[str], frozenset[str]]] = {}
         self._saves_by_key: dict[str, list[tuple[_FileFacts, ast.Call]]] | None = None
         self.checked_attributes: set[str] = set()  # `args.use_gpu = ... torch.cuda.is_available()`: any file's
+        self.classes: list[tuple[str, set[str]]] = []  # (name, last names of its bases) of every class with bases
+        self._wrappers: tuple[int, frozenset[str]] = (-1, frozenset(_WRAPPERS))
         self.data_flags: set[tuple[str, str]] = set()  # (key, flag) read from a mapping: `use_cuda = cfg["use_cuda"]`
         self.callers: dict[int, tuple[list[ast.Call], int] | None] = {}  # id(function) -> its calls (_Checker._callers)
         self._calls_named: dict[str, list[tuple[_FileFacts, ast.Call]]] | None = None  # built on first use
@@ -1614,6 +1617,7 @@ class _Project:
         self.cpu_saved_files |= {key for key in facts.cpu_saved_explicitly if "(" not in key}  # names, not code
         self.checked_attributes |= facts.checked_attributes
         self.data_flags |= facts.data_flags
+        self.classes += [(n.name, {_last(b) for b in n.bases}) for n in facts.kinds.get(ast.ClassDef, []) if n.bases]
         self._add_config_constants(facts)
         if _builds_cuda_extension(facts) and os.path.isfile(path):
             folder = os.path.dirname(_realpath(path))
@@ -1631,6 +1635,20 @@ class _Project:
                         self.checked_keywords.add(keyword.arg.lower())
                     elif isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
                         self.wished_keywords.add(keyword.arg.lower())
+
+    @property
+    def wrappers(self) -> frozenset[str]:
+        """DP/DDP wrapper class names: torch's, and the checked files' classes derived from one, at any depth
+        (`class CustomDataParallel(nn.DataParallel)` to reach its methods); recomputed when classes were added."""
+        if self._wrappers[0] != len(self.classes):
+            found = set(_WRAPPERS)
+            while True:
+                more = {name for name, bases in self.classes if bases & found} - found
+                if not more:
+                    break
+                found |= more
+            self._wrappers = (len(self.classes), frozenset(found))
+        return self._wrappers[1]
 
     def calls_named(self, name: str) -> list[tuple[_FileFacts, ast.Call]]:
         """The calls in the checked files whose callee's last name is `name` (`f(...)`, `x.f(...)`)."""
@@ -2106,6 +2124,9 @@ class _Checker(ast.NodeVisitor):
             self.visit(node.test)  # `classify = False` ... `if classify:`: that branch never runs
             self._visit_branch(node.orelse, False)
             return
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Constant) and not node.test.value:
+            self._visit_branch(node.orelse, False)  # `if False:  # torch.cuda.is_available():` never runs
+            return
         if isinstance(node, ast.If) and not self.porting and self._untaken(node):  # porting: every .cuda()
             self.visit(node.test)
             self._visit_branch(node.orelse, False)
@@ -2276,7 +2297,7 @@ class _Checker(ast.NodeVisitor):
             scope = self.wrapped_attrs if isinstance(target, ast.Attribute) else self.wrapped[-1]
             wrapped = self.wrapped_attrs | set().union(*self.wrapped) if self.wrapped_attrs or any(self.wrapped) \
                 else set()
-            self._rebind(scope, name, _wraps(node.value, wrapped))
+            self._rebind(scope, name, _wraps(node.value, wrapped, self.facts.project.wrappers))
             self._rebind(self.dicts[-1], name, _is_dict(node.value))
 
     visit_AnnAssign = visit_Assign
@@ -2333,7 +2354,8 @@ class _Checker(ast.NodeVisitor):
             self.report(node, "DEV008")
         if method == "state_dict" or targets:
             wrapped = self.wrapped_attrs.union(*self.wrapped)
-            if method == "state_dict" and _wraps(func.value, wrapped) and self._kept(node):
+            if method == "state_dict" and _wraps(func.value, wrapped, self.facts.project.wrappers) and \
+                    self._kept(node):
                 self.report(node, "DEV009", f"{_dotted(func.value) or 'the wrapper'} is still wrapped")
             if wrapped and targets:
                 self._pass_wrapped(node, targets, wrapped)
@@ -2865,7 +2887,7 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
         {_project_root(os.path.dirname(_realpath(f))) for f, _ in sources if os.path.isfile(f)}
     for filename, source in sources:
         try:
-            facts = _FileFacts(ast.parse(source, filename), filename, project)
+            facts = _FileFacts(_parse(source, filename), filename, project)
         except (SyntaxError, ValueError) as error:  # null bytes: ValueError on Python 3.10, SyntaxError on 3.11.7+
             if "null bytes" in str(getattr(error, "msg", error)):
                 errors.append(f"{filename}: error: contains null bytes; not a Python source file")
@@ -2907,6 +2929,21 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
     uncalled = {id(node): node.name for _, node in functions if id(node) not in project.reached}
     hidden |= _nccl_scripts([facts for _, facts, _ in checked])
     return sorted(set(findings) | _kept(checked, hidden, unreached, chosen, uncalled, broken))
+
+
+def _parse(source: str, filename: str) -> ast.Module:
+    """ast.parse; a file that fails only on mixing tabs and spaces in its indentation (TabError) is read again with
+    each line's leading tabs expanded to columns of 8, as Python 2, which such files were written for, read them:
+    it is checked rather than reported unchecked (PSMNet's finetune.py). Line numbers are unchanged."""
+    try:
+        return ast.parse(source, filename)
+    except TabError:
+        lines = source.splitlines(keepends=True)
+        expanded = "".join(_INDENT.sub(lambda m: m.group(0).expandtabs(8), line, count=1) for line in lines)
+        return ast.parse(expanded, filename)
+
+
+_INDENT = re.compile(r"\A[ \t]+")
 
 
 def _nccl_scripts(files: list[_FileFacts]) -> set[int]:

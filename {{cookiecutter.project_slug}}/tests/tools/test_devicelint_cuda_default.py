@@ -17,7 +17,7 @@ import pytest
 import devicelint  # tools/devicelint.py: pytest puts tools/ on sys.path (pyproject.toml)
 
 LINT = Path(devicelint.__file__).resolve()
-PACKAGE_DIR = LINT.parent.parent / "image_classifier"
+PACKAGE_DIR = LINT.parent.parent / "{{ cookiecutter.package_name }}"
 
 
 def found(source: str, filename: str = "train.py", **options) -> list[tuple[int, str]]:
@@ -329,14 +329,14 @@ def test_the_projects_own_lint_reports_every_cuda_call(tmp_path: Path) -> None:
     shutil.copytree(LINT.parent.parent, project, ignore=shutil.ignore_patterns(
         "tests", ".git", ".venv", "runs", "data", "*.egg-info", "__pycache__"))
     assert subprocess.run([sys.executable, "tools/devicelint.py"], cwd=project).returncode == 0
-    kit = project / "image_classifier" / "devkit" / "resolve.py"
+    kit = project / "{{ cookiecutter.package_name }}" / "devkit" / "resolve.py"
     kit.write_text(kit.read_text() + "\n\ndef _spare():\n    if torch.cuda.is_available():\n"
                                       "        return torch.ones(1).cuda()\n")
     (project / "train.py").write_text((project / "train.py").read_text() + "\n\ndef _unused(x):\n    return x.cuda()\n")
     result = subprocess.run([sys.executable, "tools/devicelint.py"], cwd=project, capture_output=True, text=True)
     assert result.returncode == 1
     assert sorted(line.split(":")[0] for line in result.stdout.splitlines() if " DEV001 " in line) == \
-        sorted([str(Path("train.py")), str(Path("image_classifier", "devkit", "resolve.py"))])
+        sorted([str(Path("train.py")), str(Path("{{ cookiecutter.package_name }}", "devkit", "resolve.py"))])
 
 
 def test_a_file_marked_as_a_device_module_may_name_devices() -> None:
