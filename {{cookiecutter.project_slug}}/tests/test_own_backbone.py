@@ -138,6 +138,8 @@ def test_pretrained_weights_of_an_own_module_are_refused_by_the_backbone_itself(
     before anything is built."""
     with pytest.raises(BackboneError, match="your own module.*--no-pretrained"):
         build_model("my_models:TinyNet", num_classes=3, pretrained=True, device=torch.device("cpu"))
+    with pytest.raises(BackboneError, match="your own module.*--no-pretrained"):
+        resolve_backbone("my_models:TinyNet").weights_location()
 
 
 def test_explicit_pretrained_with_an_own_module_is_one_line_and_exit_2(own_models, tiny_data, tmp_path, capsys):

@@ -119,6 +119,10 @@ class ImportedBackbone:
         """`size` itself: the project does not know your architecture's constraints."""
         return size
 
+    def weights_location(self) -> str:
+        """None to name: your module loads its own weights (BackboneError, as default_weights says)."""
+        raise _no_weights(self.name)
+
     def pretrained_state(self) -> dict[str, torch.Tensor]:
         """None to give: your module loads its own weights (BackboneError, as default_weights says)."""
         raise _no_weights(self.name)
