@@ -17,6 +17,7 @@ import pytest
 import torch
 from paused_train import PAUSE_ENV_VAR  # where a crash test pauses a real train.py (tests/paused_train.py)
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from {{ cookiecutter.package_name }}.config import DEVICE_ENV_VAR, TrainConfig
 from {{ cookiecutter.package_name }}.data.demo import DEMO_CLASSES, write_demo_dataset
@@ -178,6 +179,31 @@ def fake_cuda(monkeypatch):
     def install(free_gib: list[float] = (10, 70)) -> FakeCuda:
         return FakeCuda(monkeypatch, _h100s(free_gib))
     return install
+
+
+# Before torch 2.10 (seen on 2.4, 2.6, 2.8 and 2.9), a convolution on a fake cuda tensor calls the real CUDA runtime,
+# which aborts the process on a machine without a GPU; there the forward passes are left to the cuda tests.
+fake_forward = pytest.mark.skipif(torch.__version__ < (2, 10) and not torch.cuda.is_available(),
+                                  reason="torch < 2.10 runs a fake cuda convolution through real CUDA")
+
+
+@pytest.fixture
+def fake_tensors(monkeypatch):
+    """Tensors created inside are fake: any device, no memory; real CPU tensors may be mixed in.
+
+    Where CUDA is available (real or faked), FakeTensorMode makes some constants real on their device
+    (BatchNorm's num_batches_tracked, torch.tensor(targets)): on a one-GPU machine that is the absent
+    cuda:1. Told to avoid device init, it keeps them fake on any machine. Fake tensors hold no values,
+    so random fills are no-ops here: torch 2.4-2.8 run uniform_/normal_ on a fake cuda tensor through
+    real CUDA (torch 2.11 does not), which fails on a machine without a GPU.
+    """
+    if not torch.backends.cuda.is_built():  # a CPU-only build aborts the process on any tensor on cuda:1, fake or not
+        pytest.skip("this torch build has no CUDA support (e.g. the CPU wheels): fake cuda tensors need it")
+    monkeypatch.setattr(FakeTensorMode, "avoid_device_init", property(lambda self: True))
+    for fill in ("uniform_", "normal_"):  # every nn.init scheme and the layers' reset_parameters end in these
+        monkeypatch.setattr(torch.Tensor, fill, lambda self, *args, **kwargs: self)
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        yield mode
 
 
 def hide_cuda(monkeypatch: pytest.MonkeyPatch) -> None:

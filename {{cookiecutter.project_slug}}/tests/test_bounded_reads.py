@@ -171,6 +171,22 @@ def test_a_labels_file_that_is_a_pipe_a_device_or_a_link_out_is_refused(tiny_dat
     assert "labels.csv" in one_line(capsys.readouterr().err) and not (tmp_path / "run").exists()
 
 
+@posix_only
+@pytest.mark.slow  # trains a run, then resumes it in a process of its own (its address space capped)
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_resuming_a_run_folder_whose_metrics_csv_is_a_pipe_or_a_device_is_one_line(tiny_data, tmp_path, kind):
+    """--resume reads the run's metrics.csv to continue it: a pipe or /dev/zero there is refused, last.pt kept.
+    Before, either passed for "no metrics.csv yet", and the resumed run's file held its own epochs alone."""
+    out = tmp_path / "run"
+    assert train.main(["--data", str(tiny_data), "--out", str(out), *BASE]) == 0
+    kept = (out / "last.pt").read_bytes()
+    replaced(out / "metrics.csv", kind)
+    result = run_capped(["train.py", "--resume", str(out), "--data", str(tiny_data), *BASE[:2], "--epochs", "2",
+                         *BASE[4:]])
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "metrics.csv" in one_line(result.stderr) and (out / "last.pt").read_bytes() == kept
+
+
 def test_device_meta_is_refused_by_every_command_that_computes(checkpoint, tiny_data, image, tmp_path, capsys):
     """meta holds shapes, not values: predict.py and evaluate.py refuse it as train.py does (exit 1 before)."""
     assert predict.main([str(checkpoint), str(image), "--device", "meta"]) == 2

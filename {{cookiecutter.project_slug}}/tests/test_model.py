@@ -72,6 +72,18 @@ def test_pretrained_weights_load_from_the_hub_cache(tmp_path, monkeypatch):
     assert torch.equal(model.backbone.state_dict()[key], expected[key])
 
 
+def test_the_backbone_says_where_its_weights_are_and_loads_them(tmp_path, monkeypatch):
+    """A torchvision backbone's weights: the file torch hub keeps, named as torchvision's URL names it, loaded from
+    there as the model loads them."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    spec = resolve_backbone(BACKBONE)
+    assert spec.weights_location() == weights_file(BACKBONE) == os.path.join(
+        torch.hub.get_dir(), "checkpoints", os.path.basename(spec.weights.url))
+    path = _write_fake_weights()
+    expected = torch.load(path, map_location="cpu", weights_only=True)
+    assert all(torch.equal(spec.pretrained_state()[key], value) for key, value in expected.items())
+
+
 def test_missing_pretrained_weights_name_the_file_and_the_flag(tmp_path, monkeypatch):
     """Offline with no cached file: one line naming the file to place and --no-pretrained."""
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))

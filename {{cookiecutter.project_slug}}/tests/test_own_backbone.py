@@ -133,6 +133,15 @@ def test_a_module_that_breaks_the_rules_is_refused_by_name(own_models, path, say
         build_model(path, num_classes=3, pretrained=False, device=torch.device("cpu"))
 
 
+def test_pretrained_weights_of_an_own_module_are_refused_by_the_backbone_itself(own_models):
+    """Your module loads its own weights: asking it for pretrained ones is a BackboneError naming --no-pretrained,
+    before anything is built."""
+    with pytest.raises(BackboneError, match="your own module.*--no-pretrained"):
+        build_model("my_models:TinyNet", num_classes=3, pretrained=True, device=torch.device("cpu"))
+    with pytest.raises(BackboneError, match="your own module.*--no-pretrained"):
+        resolve_backbone("my_models:TinyNet").weights_location()
+
+
 def test_explicit_pretrained_with_an_own_module_is_one_line_and_exit_2(own_models, tiny_data, tmp_path, capsys):
     """--pretrained loads torchvision's weights: with your own module it is refused, not silently ignored."""
     code = train.main(["--backbone", "my_models:TinyNet", "--pretrained", "--data", str(tiny_data),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import HANG_S, train_one_thread
+from conftest import HANG_S, fake_forward, train_one_thread
 from run_helpers import EPOCHS, PROJECT, assert_same_run, killed_at, load_cpu, train_command, train_env
+from torch import nn
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 import evaluate
 import export
@@ -28,12 +31,15 @@ from {{ cookiecutter.package_name }}.devkit.checkpoint import model_state, save_
 from {{ cookiecutter.package_name }}.devkit.precision import make_policy
 from {{ cookiecutter.package_name }}.model import WeightsError, build_model, resolve_pretrained
 from {{ cookiecutter.package_name }}.outputs import read_metrics
+from {{ cookiecutter.package_name }}.task import WeightedCrossEntropy
+from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 HAS_TIMM = importlib.util.find_spec("timm") is not None
 needs_timm = pytest.mark.skipif(not HAS_TIMM, reason="needs the timm extra: pip install -e '.[timm]'")
 FAMILIES = [pytest.param(name, marks=needs_timm, id=name.removeprefix("timm/"))
             for name in ("timm/test_resnet", "timm/test_vit", "timm/test_coatnet")]  # CNN, ViT, hybrid
 CPU = torch.device("cpu")
+CUDA1 = torch.device("cuda", 1)
 HIDE_TIMM = "import sys; sys.modules['timm'] = None; "  # `import timm` then fails as on a machine without it
 
 
@@ -98,6 +104,87 @@ def test_each_family_takes_a_finite_half_precision_step(name, precision):
     torch.optim.SGD(model.parameters(), lr=0.1).step()
     assert torch.isfinite(loss) and model.head.weight.dtype == torch.float32
     assert not torch.equal(before, model.head.weight)
+
+
+@pytest.fixture
+def timm_on_fake_tensors(fake_tensors, monkeypatch):
+    """fake_tensors (conftest), in which timm's models can be built: the drop-path schedule a ViT or CoAtNet reads
+    from a CPU tensor while it is built (numbers, not weights) is computed outside the fake mode, for real."""
+    import timm.layers.drop
+
+    schedule = getattr(timm.layers.drop, "calculate_drop_path_rates", None)
+    if schedule is None:
+        pytest.skip("this timm computes its drop-path schedule inside each model, from values fake tensors lack")
+
+    def computed(*args, **kwargs):
+        with unset_fake_temporarily():
+            return schedule(*args, **kwargs)
+
+    for name, module in list(sys.modules.items()):  # each model module imported it by name
+        if name.startswith("timm.") and getattr(module, "calculate_drop_path_rates", None) is schedule:
+            monkeypatch.setattr(module, "calculate_drop_path_rates", computed)
+    return fake_tensors
+
+
+@pytest.mark.fake_cuda
+@fake_forward
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_each_family_computes_in_half_on_cuda_with_float32_weights_and_loss(name, precision, fake_cuda,
+                                                                            timm_on_fake_tensors, monkeypatch):
+    """On cuda:1 (faked) under the run's Hardware: every convolution and linear layer of the family computes in the
+    precision's dtype (CUDA autocast reaches the attention and the hybrid's blocks), the loss in float32, the
+    weights stay float32 on cuda:1, and only fp16 scales the loss.
+
+    A forward only: backward on fake cuda tensors needs the CUDA runtime (autograd's device threads); the steps are
+    test_each_family_trains_in_half_precision_records_it_and_resumes's, on the CPU and in the cuda tier. The model
+    stays contiguous: module.to(memory_format=...) cannot swap fake parameters (FakeTensorMode keeps a weak
+    reference to each), so channels_last, CUDA's default under autocast, is left to the cuda tier's run.
+    """
+    fake_cuda(free_gib=[10, 70])
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)  # Hardware sets it on CUDA
+    matmul = torch.get_float32_matmul_precision()  # and TF32 matmuls: this process's other tests keep theirs
+    try:
+        model = build_model(name, 3, pretrained=False, device=CUDA1, image_size=32).train()
+        hw = Hardware.create(CUDA1, precision, channels_last=False, mean=(0.5,) * 3, std=(0.5,) * 3)
+    finally:
+        torch.set_float32_matmul_precision(matmul)
+    computed = []  # the output dtype of each convolution and linear layer, in call order
+    for layer in model.modules():
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            layer.register_forward_hook(lambda layer, inputs, output: computed.append(output.dtype))
+    images, targets = hw.batch(torch.zeros(4, 3, 32, 32, dtype=torch.uint8), torch.tensor([0, 1, 2, 0]))
+    with hw.policy.autocast():  # as the training loop runs it: the model under autocast, the loss after
+        logits = model(images)  # (4, 3)
+    loss = WeightedCrossEntropy(torch.ones(3)).to(CUDA1)(logits, targets)
+    assert logits.shape == (4, 3) and logits.device == loss.device == CUDA1
+    assert len(computed) > 1 and set(computed) == {hw.policy.dtype}, computed
+    assert loss.dtype == torch.float32
+    assert {(tensor.dtype, tensor.device) for tensor in model.parameters()} == {(torch.float32, CUDA1)}
+    assert hw.scaler.is_enabled() is (precision == "fp16")
+
+
+CUDA_AVAILABLE = torch.cuda.is_available()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("spec", ["cpu", pytest.param("cuda:0", marks=[
+    pytest.mark.cuda, pytest.mark.skipif(not CUDA_AVAILABLE, reason="needs a CUDA device")])])
+def test_each_family_trains_in_half_precision_records_it_and_resumes(spec, precision, name, tiny_data, tmp_path):
+    """train.py --precision bf16/fp16 with a timm backbone: an epoch with a finite loss, the checkpoint records the
+    precision (and on CUDA the fp16 GradScaler's scale), and --resume continues the run in it."""
+    out = tmp_path / "run"
+    extra = ("--backbone", name, "--precision", precision, "--device", spec, "--epochs", "1")
+    assert train_one_thread(train_command(tiny_data, out, 0, False, extra)[2:]) == 0
+    state = load_cpu(out / "last.pt")
+    assert state["config"]["precision"] == precision and state["epoch"] == 1
+    assert (state["scaler"]["scale"] > 0) if precision == "fp16" and spec != "cpu" else state["scaler"] == {}
+    assert train_one_thread(train_command(tiny_data, out, 0, True, (*extra[:-1], "2"))[2:]) == 0
+    resumed = load_cpu(out / "last.pt")
+    assert resumed["config"]["precision"] == precision and resumed["epoch"] == 2
+    assert all(math.isfinite(row["train_loss"]) for row in read_metrics(out / "metrics.csv"))
 
 
 @needs_timm

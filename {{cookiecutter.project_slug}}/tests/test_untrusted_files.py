@@ -26,8 +26,10 @@ import predict
 import train
 from {{ cookiecutter.package_name }}.backbones import resolve_backbone
 from {{ cookiecutter.package_name }}.devkit.checkpoint import save_checkpoint
+from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.model_files import Metadata, export_bytes, predictor_from_bytes
 from {{ cookiecutter.package_name }}.pt2_check import UnsafeExportError, check_pt2
+from {{ cookiecutter.package_name }}.training import run_state
 
 # A module a file may name: importing it at all is the side effect (a marker file), before anything is called.
 HOSTILE_MODULE = '''
@@ -101,6 +103,18 @@ def test_a_checkpoint_naming_a_module_is_refused_before_it_is_imported(command, 
     refused_once(capsys, path)
     assert not marker.exists()
     assert not (tmp_path / "run").exists() and not (tmp_path / "m.pt2").exists()
+
+
+def test_reading_a_checkpoint_checks_the_data_it_names_only_for_a_caller_that_opens_it(checkpoint, marker, tmp_path):
+    """run_state.read's `imports`: the backbone's import path always; the data's where the caller will open the
+    run's data (a resume without --data), in the same read; trusted, it is read; never imported by the read."""
+    path = "hostile_module:dataset"
+    hostile = naming(checkpoint, tmp_path, data=path)
+    assert run_state.read(hostile)["config"]["data"] == path  # predict.py and export.py never open it
+    with pytest.raises(ConfigError, match=f"--allow-import {path}"):
+        run_state.read(hostile, imports=("backbone", "data"))
+    assert run_state.read(hostile, trusted=frozenset({path}), imports=("backbone", "data"))["config"]["data"] == path
+    assert not marker.exists()
 
 
 @pytest.mark.slow

@@ -25,6 +25,8 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import os
+import urllib.parse
 from collections.abc import Callable
 
 import torch
@@ -63,6 +65,16 @@ class TorchvisionBackbone:
     def default_image_size(self) -> int:
         """The size its default weights were evaluated at (224 for most, 299 for inception_v3)."""
         return self.weights.transforms().crop_size[0]
+
+    def weights_location(self) -> str:
+        """Where torch hub keeps its default ImageNet weights."""
+        name = os.path.basename(urllib.parse.urlparse(self.weights.url).path)
+        return os.path.join(torch.hub.get_dir(), "checkpoints", name)
+
+    def pretrained_state(self) -> dict[str, torch.Tensor]:
+        """Its default ImageNet weights on the CPU, from the hub cache or downloaded into it, loaded safely
+        (OSError/RuntimeError when neither cached nor downloadable)."""
+        return self.weights.get_state_dict(progress=True, check_hash=True, weights_only=True, map_location="cpu")
 
     def fit_image_size(self, size: int) -> int:
         """The smallest input size at least `size` that its architecture accepts."""
@@ -107,13 +119,21 @@ class ImportedBackbone:
         """`size` itself: the project does not know your architecture's constraints."""
         return size
 
+    def weights_location(self) -> str:
+        """None to name: your module loads its own weights (BackboneError, as default_weights says)."""
+        raise _no_weights(self.name)
+
+    def pretrained_state(self) -> dict[str, torch.Tensor]:
+        """None to give: your module loads its own weights (BackboneError, as default_weights says)."""
+        raise _no_weights(self.name)
+
     def build(self, *, device: torch.device, image_size: int | None = None,
               state: dict[str, torch.Tensor] | None = None) -> tuple[nn.Module, int]:
         """Call the factory with its tensors born on `device`, check them, and measure the feature width.
 
         Built as for training, on the run's device, whatever the caller: a checkpoint's own module is never
         pre-built on meta (its __init__ may read values, or its factory hand out one shared instance).
-        `state` is never given: build_model asks default_weights first, which refuses your own module.
+        `state` is never given: build_model asks pretrained_state first, which refuses your own module.
         """
         try:
             with building_on(device):
@@ -209,9 +229,13 @@ def default_weights(name: str) -> WeightsEnum:
     """The ImageNet weights torchvision recommends for this backbone (BackboneError for your own module)."""
     weights = resolve_backbone(name).weights
     if weights is None:
-        raise BackboneError(f"{name} is your own module: it has no torchvision ImageNet weights "
-                            "(--pretrained is for torchvision names; pass --no-pretrained)")
+        raise _no_weights(name)
     return weights
+
+
+def _no_weights(name: str) -> BackboneError:
+    return BackboneError(f"{name} is your own module: it has no torchvision ImageNet weights "
+                         "(--pretrained is for torchvision names; pass --no-pretrained)")
 
 
 def fit_image_size(name: str, size: int) -> int:

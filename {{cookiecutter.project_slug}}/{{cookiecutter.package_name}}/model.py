@@ -14,13 +14,12 @@ import contextlib
 import io
 import os
 import sys
-import urllib.parse
 from typing import Any
 
 import torch
 from torch import nn
 
-from .backbones import BackboneError, ImportedBackbone, default_weights, resolve_backbone
+from .backbones import BackboneError, ImportedBackbone, resolve_backbone
 from .backbones_timm import TimmBackbone
 from .devkit import DeviceAwareMixin, module_device
 from .errors import UserError, one_line
@@ -41,27 +40,21 @@ def _backbone(backbone_name: str, pretrained_file: str | None = None) -> Any:
 
 
 def weights_file(backbone_name: str, pretrained_file: str | None = None) -> str:
-    """Where torch hub keeps this backbone's default ImageNet weights (a timm model: where it reads its own)."""
-    if isinstance(spec := _backbone(backbone_name, pretrained_file), TimmBackbone):
-        return spec.weights_location()
-    name = os.path.basename(urllib.parse.urlparse(default_weights(backbone_name).url).path)
-    return os.path.join(torch.hub.get_dir(), "checkpoints", name)
+    """Where this backbone's pretrained weights are read from: torch hub's cache (a timm model: its own place)."""
+    return _backbone(backbone_name, pretrained_file).weights_location()
 
 
 def pretrained_state_dict(backbone_name: str, pretrained_file: str | None = None) -> dict[str, torch.Tensor]:
-    """The default ImageNet weights, from the hub cache or downloaded into it, loaded safely."""
-    if isinstance(spec := _backbone(backbone_name, pretrained_file), TimmBackbone):
-        try:
-            return spec.pretrained_state()
-        except (OSError, RuntimeError) as error:  # offline and not cached, no weights, a file that is no state
-            raise WeightsError(f"pretrained {backbone_name} weights could not be loaded ({one_line(error)}); they are "
-                               f"read from {spec.weights_location()}: fetch them once online or pass "
-                               "--no-pretrained") from None
-    weights = default_weights(backbone_name)
+    """The backbone's pretrained weights, from their cache or downloaded into it, loaded safely (WeightsError)."""
+    spec = _backbone(backbone_name, pretrained_file)
     try:
-        return weights.get_state_dict(progress=True, check_hash=True, weights_only=True, map_location="cpu")
-    except (OSError, RuntimeError) as error:  # URLError is an OSError; a bad file is a RuntimeError
-        folder, name = os.path.split(weights_file(backbone_name))
+        return spec.pretrained_state()
+    except (OSError, RuntimeError) as error:  # offline and not cached, no weights, a file that is no state
+        where = spec.weights_location()
+        if isinstance(spec, TimmBackbone):
+            raise WeightsError(f"pretrained {backbone_name} weights could not be loaded ({one_line(error)}); they "
+                               f"are read from {where}: fetch them once online or pass --no-pretrained") from None
+        folder, name = os.path.split(where)  # URLError is an OSError; a bad file is a RuntimeError
         raise WeightsError(f"pretrained {backbone_name} weights are not cached and could not be loaded ({error}); "
                            f"place {name} in {folder} or pass --no-pretrained") from None
 

@@ -6,12 +6,16 @@ The pictures are drawn and saved by plots.py; both write through devkit/atomic.p
 from __future__ import annotations
 
 import csv
+import io
 import json
 import platform
 import sys
 from pathlib import Path
 
 from .devkit.atomic import atomic_file, atomic_write
+from .files import MiB, read_text
+
+METRICS_LIMIT = 64 * MiB  # a metrics.csv row is about 200 bytes: some 300,000 epochs
 
 METRICS_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s", "images_per_s",
                    "unreadable_images",  # files skipped so far (data/unreadable.py)
@@ -43,13 +47,14 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
 
 
 def read_metrics(path: Path) -> list[dict]:
-    """Rows of a metrics.csv, numbers parsed (used when resuming a run)."""
-    if not path.is_file():
+    """Rows of a metrics.csv, numbers parsed (used when resuming a run); none when the run wrote none yet."""
+    try:  # bounded: a run folder from elsewhere may hold a FIFO or a link to /dev/zero by that name
+        text = read_text(path, METRICS_LIMIT, within=path.parent)
+    except FileNotFoundError:
         return []
-    with open(path, newline="") as handle:
-        # An empty cell is a column the row's run did not record (e.g. rows written before it existed).
-        return [{key: (int(value) if key == "epoch" else float(value)) for key, value in row.items() if value != ""}
-                for row in csv.DictReader(handle)]
+    # An empty cell is a column the row's run did not record (e.g. rows written before it existed).
+    return [{key: (int(value) if key == "epoch" else float(value)) for key, value in row.items() if value != ""}
+            for row in csv.DictReader(io.StringIO(text, newline=""))]
 
 
 

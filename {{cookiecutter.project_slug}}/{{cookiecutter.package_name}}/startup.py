@@ -99,9 +99,9 @@ def resumed(typed: settings.Settled, plugins: list) -> tuple[settings.Settled, l
         return typed, [], start
     if os.environ.get("RANK", "0") != "0" and not checkpoint_file(source).is_file():
         return typed, [], None  # not on this node: settled again from the main process's copy
-    state = run_state.read(source, trusted=trusted, config_class=type(cfg))
-    if "data" not in typed.explicit:  # the run goes on reading the data its checkpoint names
-        config.check_imports(state["config"], trusted, f"{source}: config", keys=("data",))
+    # The run goes on reading the data its checkpoint names, unless --data is typed: its import path is trusted too
+    imports = ("backbone",) if "data" in typed.explicit else ("backbone", "data")
+    state = run_state.read(source, trusted=trusted, config_class=type(cfg), imports=imports)
     return (*own_settings(typed, state["config"], source, state["image_size"], plugins), state)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_fake_cuda import fake_tensors  # noqa: F401  (the fixture: fake tensors on cuda:1)
 from torch import nn
 
 from {{ cookiecutter.package_name }}.devkit import DeviceError, data_parallel, resolve_device
@@ -29,7 +28,7 @@ def test_main_keeps_its_own_code_and_other_errors_keep_their_traceback():
         run_main(lambda: 1 / 0)
 
 
-def test_a_checkpoint_of_gpu_tensors_holds_only_cpu_tensors(fake_tensors, monkeypatch, tmp_path):  # noqa: F811
+def test_a_checkpoint_of_gpu_tensors_holds_only_cpu_tensors(fake_tensors, monkeypatch, tmp_path):
     """Model weights, optimizer moments and an RNG state on cuda:1 reach torch.save as CPU tensors; the live
     ones are not moved."""
     weight = torch.ones(3, device="cuda:1")

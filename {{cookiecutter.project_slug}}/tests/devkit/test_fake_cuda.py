@@ -1,8 +1,9 @@
 """The CUDA-only code paths, proven on any machine: torch.cuda is faked, tensors on cuda:N are fake tensors.
 
 `fake_cuda` (conftest.py) makes torch.cuda answer as a machine with GPUs: device counts, the current
-device, properties, free memory. FakeTensorMode creates tensors on cuda:1 that carry device, shape
-and dtype but no data, so the model, head and loss can be built there and run forward without a GPU.
+device, properties, free memory. FakeTensorMode (`fake_tensors`, conftest.py too) creates tensors on
+cuda:1 that carry device, shape and dtype but no data, so the model, head and loss can be built there
+and run forward without a GPU (timm's families too: tests/test_timm_backbones.py).
 Only the backend is faked; every function of the project under test runs for real.
 """
 
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import fake_forward  # and the fixtures fake_cuda, fake_tensors
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.data import TensorDataset
 
 from {{ cookiecutter.package_name }}.data import build_loader
@@ -23,30 +24,7 @@ from {{ cookiecutter.package_name }}.training import wrapping
 pytestmark = pytest.mark.fake_cuda
 
 CUDA1 = torch.device("cuda", 1)
-# Before torch 2.10 (seen on 2.4, 2.6, 2.8 and 2.9), a convolution on a fake cuda tensor calls the real CUDA runtime,
-# which aborts the process on a machine without a GPU; there the forward passes are left to the cuda tests.
-fake_forward = pytest.mark.skipif(torch.__version__ < (2, 10) and not torch.cuda.is_available(),
-                                  reason="torch < 2.10 runs a fake cuda convolution through real CUDA")
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-
-
-@pytest.fixture
-def fake_tensors(monkeypatch):
-    """Tensors created inside are fake: any device, no memory; real CPU tensors may be mixed in.
-
-    Where CUDA is available (real or faked), FakeTensorMode makes some constants real on their device
-    (BatchNorm's num_batches_tracked, torch.tensor(targets)): on a one-GPU machine that is the absent
-    cuda:1. Told to avoid device init, it keeps them fake on any machine. Fake tensors hold no values,
-    so random fills are no-ops here: torch 2.4-2.8 run uniform_/normal_ on a fake cuda tensor through
-    real CUDA (torch 2.11 does not), which fails on a machine without a GPU.
-    """
-    if not torch.backends.cuda.is_built():  # a CPU-only build aborts the process on any tensor on cuda:1, fake or not
-        pytest.skip("this torch build has no CUDA support (e.g. the CPU wheels): fake cuda tensors need it")
-    monkeypatch.setattr(FakeTensorMode, "avoid_device_init", property(lambda self: True))
-    for fill in ("uniform_", "normal_"):  # every nn.init scheme and the layers' reset_parameters end in these
-        monkeypatch.setattr(torch.Tensor, fill, lambda self, *args, **kwargs: self)
-    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
-        yield mode
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ continues the same MLflow run, each step logged once."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -134,3 +136,20 @@ def test_a_store_that_cannot_be_opened_leaves_the_folder_free_for_the_next_try(t
     assert len(err) == 1 and err[0].startswith("error: --logger mlflow: ")
     assert not (out / "last.pt").exists()
     assert train.main(train_args(tiny_data, out, "csv", epochs=1)) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes and /dev/zero are POSIX")
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_tracker_json_that_is_a_pipe_or_a_device_is_no_record_and_never_a_hang(tmp_path, kind):
+    """A run folder from elsewhere may hold a pipe or a link to /dev/zero as tracker.json: no tracker run is
+    continued (a new one starts) and recording one replaces it. In a process of its own, its address space capped:
+    a regression hangs there, or fails fast reading /dev/zero."""
+    os.mkfifo(tmp_path / TRACKER_FILE) if kind == "fifo" else (tmp_path / TRACKER_FILE).symlink_to("/dev/zero")
+    script = ("import resource, sys; from pathlib import Path; resource.setrlimit(resource.RLIMIT_AS, (2**33, 2**33)); "
+              "from {{ cookiecutter.package_name }}.plugins._tracker_run import save_tracker_run_id, tracker_run_id; "
+              "folder = Path(sys.argv[1]); before = tracker_run_id(folder, 'mlflow'); "
+              "save_tracker_run_id(folder, 'mlflow', 'abc'); print(before, tracker_run_id(folder, 'mlflow'))")
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["None", "abc"]

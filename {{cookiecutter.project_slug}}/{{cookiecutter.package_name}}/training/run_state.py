@@ -88,26 +88,26 @@ def save(path: str | os.PathLike, state: dict[str, Any]) -> Path:
     return checkpoint.save_checkpoint(path, state)
 
 
-def read(path: str | os.PathLike, map_location: torch.device | str = "cpu", *,
-         trusted: frozenset[str] = frozenset(), config_class: type = TrainConfig) -> dict[str, Any]:
+def read(path: str | os.PathLike, map_location: torch.device | str = "cpu", *, trusted: frozenset[str] = frozenset(),
+         config_class: type = TrainConfig, imports: tuple[str, ...] = ("backbone",)) -> dict[str, Any]:
     """Load a training checkpoint (a file, or a run directory's last.pt) and check every value before use.
 
     state_check refuses (CheckpointError, naming the key) a file that is not ours, or whose values
-    or weights' shapes cannot be right, before any real model is built from it. An import path as its
-    backbone (your own module) must be in `trusted` (config.trusted_imports; none by default), else
-    ConfigError: the file is read with weights_only, and naming a module must not run code either. (Its
-    recorded data is checked where it would be opened: train.py --resume, evaluate.py without --data.) Its config
-    is checked against `config_class`'s fields (with the plugins' settings, for train.py).
+    or weights' shapes cannot be right, before any real model is built from it. An import path under
+    `imports` (its backbone; its data too where the caller opens the run's data: train.py --resume without
+    --data) must be in `trusted` (config.trusted_imports; none by default), else ConfigError: the file is read
+    with weights_only, and naming a module must not run code either. Its config is checked against
+    `config_class`'s fields (with the plugins' settings, for train.py).
     """
     return check(checkpoint.load_checkpoint(path, map_location=map_location), path, trusted=trusted,
-                 config_class=config_class)
+                 config_class=config_class, imports=imports)
 
 
 def check(state: dict[str, Any], path: str | os.PathLike, *, trusted: frozenset[str] = frozenset(),
-          config_class: type = TrainConfig) -> dict[str, Any]:
+          config_class: type = TrainConfig, imports: tuple[str, ...] = ("backbone",)) -> dict[str, Any]:
     """`state`, read from `path`, once its every value is checked (`read`; a model folder's, model_folder.read_any)."""
     state_check.check_values(state, path, config_class)
-    check_imports(state["config"], trusted, f"{path}: config", keys=("backbone",))  # the shape check builds it
+    check_imports(state["config"], trusted, f"{path}: config", keys=imports)  # before the shape check builds it
     state_check.check_shapes(state, lambda: build_for(state, torch.device("meta")), path)
     return state
 

@@ -55,14 +55,18 @@ def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
 
 def check_values(state: dict[str, Any], path: str | os.PathLike, config_class: type = TrainConfig) -> None:
     """Refuse (CheckpointError naming the key) a checkpoint whose keys, kinds, ranges or weights cannot be right;
-    its config's fields are `config_class`'s (TrainConfig, or with the plugins' settings: config.config_class)."""
+    its config's fields are `config_class`'s (TrainConfig, or with the plugins' settings: config.config_class).
+
+    The file's own structure first (keys, kinds, names, ranges, weights, counts), then what its settings say in
+    the project's terms (the preprocessing, the config's fields): every check stands alone, whatever its turn.
+    """
     _check_layout(state, path)
     _check_class_names(state["class_names"], path)
-    _check_preprocessing(state, path)
-    _check_config(state["config"], path, config_class)
     _check_optional(state, path)
     check_weights(state["model"], "model", path)
     _check_class_counts(state.get("class_counts"), len(state["class_names"]), path)
+    _check_preprocessing(state, path)
+    _check_config(state["config"], path, config_class)
 
 
 def _check_layout(state: dict[str, Any], path: str | os.PathLike) -> None:
