@@ -216,7 +216,9 @@ def test_default_project_suite_passes_after_the_readme_install(readme_install, u
     project, python, readme, install = readme_install
     assert "python3 -m venv .venv" in readme and "python -m pip install -e '.[test]'" in readme
     assert install.returncode == 0, describe(install)
-    workers = ["-n", "auto"] if tier == "quick" else []  # the quick tier as the generated README runs it
+    # the quick tier as the generated README runs it; the slow one (205 tests that mostly wait on their train.py
+    # processes: 30+ minutes in one worker, CI's longest path) in two
+    workers = ["-n", "auto"] if tier == "quick" else ["-n", "2"]
     suite = run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", TIERS[tier], *workers,
                  f"--basetemp={project.parent / f'{tier}-tmp'}"], cwd=project, timeout=2700, **users_machine)
     shutil.rmtree(project.parent / f"{tier}-tmp", ignore_errors=True)  # GBs of checkpoints on a disk CI shares
