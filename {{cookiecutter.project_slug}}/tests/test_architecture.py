@@ -141,6 +141,22 @@ def test_only_the_training_package_reads_training_checkpoints():
     assert all(not outside(module, "training") or module in ("startup", "model_folder") for module in readers), readers
 
 
+def _compares_an_argmax(node: ast.AST) -> bool:
+    """`x.argmax(...) == y` (either side): counting right predictions, a metric."""
+    return isinstance(node, ast.Compare) and any(
+        isinstance(side, ast.Call) and isinstance(side.func, ast.Attribute) and side.func.attr == "argmax"
+        for side in (node.left, *node.comparators))
+
+
+def test_only_the_task_module_counts_right_predictions():
+    """The task is defined once (task.py): no other module of the package counts hits itself, so a change there
+    (another notion of a right prediction) reaches training's and validation's accuracy alike."""
+    counting = [f"{path.relative_to(PACKAGE_DIR)}:{node.lineno}" for path in PACKAGE_DIR.rglob("*.py")
+                if path.name != "task.py" for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if _compares_an_argmax(node)]
+    assert not counting, counting
+
+
 EXPORT_FORMATS = ("model_folder", "model_files", "pt2_check")  # what export.py writes; predict.py and evaluate.py read
 
 

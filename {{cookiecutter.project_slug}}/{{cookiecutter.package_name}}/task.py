@@ -55,6 +55,11 @@ def build_loss(class_counts: Sequence[int] | torch.Tensor, label_smoothing: floa
     return WeightedCrossEntropy(balanced_class_weights(counts), label_smoothing).to(device)
 
 
+def hits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """How many of a batch's top-1 predictions are right, on the device: the running `train_acc` and `val_acc`."""
+    return (logits.argmax(dim=1) == targets).sum()
+
+
 class Metrics:
     """The validation's counts, kept on the device as batches pass; `compute` turns them into figures.
 

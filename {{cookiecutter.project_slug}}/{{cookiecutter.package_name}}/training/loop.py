@@ -15,6 +15,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from .. import task
 from .hardware import Hardware
 from .progress import Progress
 
@@ -150,7 +151,7 @@ def _forward_backward(model: nn.Module, loss_fn: nn.Module, hw: Hardware, recipe
         loss = loss_fn(logits, targets)
         hw.scaler.scale(loss / recipe.accum_steps).backward()
     totals.loss_sum += loss.detach() * labels.size(0)
-    totals.correct += (logits.argmax(dim=1) == labels).sum()
+    totals.correct += task.hits(logits, labels)  # the labels, also under MixUp/CutMix
     totals.seen += labels.size(0)
     return loss.detach()
 
@@ -185,7 +186,7 @@ def evaluate(model: nn.Module, loss_fn: nn.Module, val_loader, hw: Hardware, *, 
             with hw.policy.autocast():  # a no-op under fp32
                 logits = model(images)
             totals.loss_sum += loss_fn(logits, targets) * targets.size(0)
-            totals.correct += (logits.argmax(dim=1) == targets).sum()
+            totals.correct += task.hits(logits, targets)
             totals.seen += targets.size(0)
             if metrics is not None:
                 metrics.update(logits, targets)
