@@ -107,10 +107,9 @@ def read_checkpoint(args: argparse.Namespace) -> dict:
     trusted = config.trusted_imports(*args.allow_import)
     if args.data is None and model_folder.is_model_folder(args.checkpoint):
         raise ConfigError(f"{args.checkpoint} is a model folder, which records no data: pass --data")
-    state = model_folder.read_any(args.checkpoint, trusted=trusted)
-    if args.data is None:  # the run's own data, as its checkpoint names it, is what will be opened
-        config.check_imports(state["config"], trusted, f"{args.checkpoint}: config", keys=("data",))
-    return state
+    # without --data the run's own data, as its checkpoint names it, is what will be opened: its import path too
+    imports = ("backbone",) if args.data is not None else ("backbone", "data")
+    return model_folder.read_any(args.checkpoint, trusted=trusted, imports=imports)
 
 
 def check_flags(args: argparse.Namespace) -> argparse.Namespace:

@@ -168,12 +168,13 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def read_any(path: str | Path, *, trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
+def read_any(path: str | Path, *, trusted: frozenset[str] = frozenset(),
+             imports: tuple[str, ...] = ("backbone",)) -> dict[str, Any]:
     """A training checkpoint (a file, or a run folder's last.pt) or a model folder, checked alike (run_state.check);
-    `trusted`: the import paths its backbone may name (run_state.read)."""
+    `trusted`: the import paths the settings in `imports` may name (run_state.read)."""
     if not is_model_folder(path):
-        return run_state.read(path, trusted=trusted)
-    return run_state.check(read(path), path, trusted=trusted)
+        return run_state.read(path, trusted=trusted, imports=imports)
+    return run_state.check(read(path), path, trusted=trusted, imports=imports)
 
 
 def read(folder: str | Path) -> dict[str, Any]:
