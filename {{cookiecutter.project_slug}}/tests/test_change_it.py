@@ -114,6 +114,17 @@ def test_a_metric_in_task_py_reaches_metrics_csv_and_evaluate_prints_the_same(ti
     assert printed["val_acc"] <= printed["val_top2_acc"] <= 1.0
 
 
+@pytest.mark.slow
+def test_a_users_loss_and_metric_train_resume_evaluate_and_export_in_bf16(tiny_data, tmp_path):
+    """The focal loss and the top-2 metric written into task.py, under --precision bf16 (autocast on the CPU):
+    the run trains, resumes, and evaluate.py on best.pt and last.pt prints what metrics.csv recorded."""
+    copy = changed_copy(tmp_path, f"{PACKAGE}/task.py", lambda text: top2_and_worst_recall(focal_loss(text)))
+    out = tmp_path / "run"
+    run_lifecycle(copy, tiny_data, out, "--precision", "bf16")
+    state = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
+    assert state["config"]["precision"] == "bf16" and state["epoch"] == 2
+
+
 GREY_RECIPE = '''
 
 def _grey(size: int, resize: int) -> list[v2.Transform]:
