@@ -16,6 +16,7 @@ from unittest import mock
 import pytest
 import torch
 from paused_train import PAUSE_ENV_VAR  # where a crash test pauses a real train.py (tests/paused_train.py)
+from PIL import Image
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -301,3 +302,22 @@ def nested_tensors(obj, prefix: str = ""):
     elif isinstance(obj, (list, tuple)):
         for index, value in enumerate(obj):
             yield from nested_tensors(value, f"{prefix}/{index}")
+
+
+class Tiny(nn.Module):
+    """A linear classifier of 16-px images into 2 classes: a real model that exports in a moment."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3 * 16 * 16, 2)
+
+    def forward(self, images):
+        return self.linear(images.flatten(1))
+
+
+@pytest.fixture
+def image(tmp_path):
+    """A 32-px red PNG: one image to predict."""
+    path = tmp_path / "image.png"
+    Image.new("RGB", (32, 32), "red").save(path)
+    return path

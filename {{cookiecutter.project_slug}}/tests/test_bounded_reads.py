@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from conftest import HANG_S
-from PIL import Image
 from run_helpers import PROJECT
 
 import evaluate
@@ -39,13 +38,6 @@ def shared_folder(checkpoint, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("shared") / "my-classifier"
     assert export.main([str(checkpoint), "--format", "safetensors", "--out", str(folder)]) == 0
     return folder
-
-
-@pytest.fixture
-def image(tmp_path) -> Path:
-    path = tmp_path / "image.png"
-    Image.new("RGB", (32, 32), "red").save(path)
-    return path
 
 
 def replaced(path: Path, kind: str) -> Path:

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import HANG_S
-from PIL import Image
+from conftest import HANG_S, Tiny
 from run_helpers import PROJECT
 
 import export
@@ -34,15 +33,6 @@ from {{ cookiecutter.package_name }}.model_files import Metadata, export_bytes, 
 from {{ cookiecutter.package_name }}.pt2_check import UnsafeExportError, check_pt2
 
 METADATA = Metadata(class_names=["a", "b"], image_size=16, mean=[0.5] * 3, std=[0.5] * 3)
-
-
-class Tiny(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(3 * 16 * 16, 2)
-
-    def forward(self, images):
-        return self.linear(images.flatten(1))
 
 
 class Touch:
@@ -67,13 +57,6 @@ def exported_here(checkpoint, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("export") / "model.pt2"
     assert export.main([str(checkpoint), "--format", "pt2", "--out", str(out)]) == 0
     return out
-
-
-@pytest.fixture
-def image(tmp_path) -> Path:
-    path = tmp_path / "image.png"
-    Image.new("RGB", (32, 32), "red").save(path)
-    return path
 
 
 def one_line(capsys) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import HANG_S
+from conftest import HANG_S, Tiny
 from run_helpers import PROJECT, load_cpu
 
 import evaluate
@@ -201,15 +201,6 @@ def test_a_checkpoint_naming_a_web_server_starts_none(checkpoint, tiny_data, tmp
 
 
 # --- .pt2 files: torch.export.load unpickles, loads compiled code and evaluates expressions ------------------
-
-class Tiny(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(3 * 16 * 16, 2)
-
-    def forward(self, images):
-        return self.linear(images.flatten(1))
-
 
 @pytest.fixture(scope="module")
 def exported() -> bytes:
