@@ -6,7 +6,9 @@ wasted work elsewhere.
 
 from __future__ import annotations
 
+import atexit
 import signal
+import weakref
 
 import torch
 from torch.utils.data import DataLoader
@@ -39,13 +41,32 @@ class SignalSafeLoader(DataLoader):
     """
 
     def __iter__(self):
-        if self.num_workers == 0 or not _CAN_MASK:
+        if self.num_workers == 0:
             return super().__iter__()
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS) if _CAN_MASK else None
         try:
-            return super().__iter__()
+            iterator = super().__iter__()
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            if held is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        _WITH_WORKERS.add(iterator)
+        return iterator
+
+
+# The iterators whose workers may still run. multiprocessing ends a process's daemonic children at exit with
+# SIGTERM and then waits for them; these workers ignore it, so a script, notebook or test process that leaves a
+# loader behind would wait forever. Registered after torch's and multiprocessing's exit handlers (imported above),
+# this one runs before them (atexit runs last in, first out) and ends the workers as a freed loader does.
+_WITH_WORKERS: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _end_workers_at_exit() -> None:
+    """At interpreter exit: end the workers of every loader iterator that still has them."""
+    for iterator in list(_WITH_WORKERS):
+        shutdown = getattr(iterator, "_shutdown_workers", None)  # DataLoader's own (not public): joins them
+        if shutdown is not None:
+            shutdown()
 
 
 # Per worker. With a worker per core, 2 ride out a slow image without idling the device; more only multiply the
