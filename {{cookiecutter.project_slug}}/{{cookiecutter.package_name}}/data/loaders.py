@@ -60,13 +60,15 @@ class SignalSafeLoader(DataLoader):
 _WITH_WORKERS: weakref.WeakSet = weakref.WeakSet()
 
 
-@atexit.register
 def _end_workers_at_exit() -> None:
     """At interpreter exit: end the workers of every loader iterator that still has them."""
     for iterator in list(_WITH_WORKERS):
         shutdown = getattr(iterator, "_shutdown_workers", None)  # DataLoader's own (not public): joins them
         if shutdown is not None:
             shutdown()
+
+
+atexit.register(_end_workers_at_exit)
 
 
 # Per worker. With a worker per core, 2 ride out a slow image without idling the device; more only multiply the
