@@ -44,6 +44,7 @@ class Entry:
     # the torch pair: the gpu_decode answer falls back to torchvision's decoder where TorchCodec has no release;
     # fine_tuning's EMA is torch's AveragedModel and foreach kernels
     plugins_of: dict[str, str] = field(default_factory=dict, hash=False)
+    timm: str = ""  # a timm release to pin (the [timm] extra's floor); empty: the newest
 
     def __str__(self) -> str:
         return f"py{self.python}-torch{self.torch}"
@@ -54,8 +55,10 @@ MATRIX = [
     # weights_only loading accepts. Python 3.10 is the oldest that the newest torch still had wheels for (2.14).
     # The oldest torch gets the bake whose defaults lean most on version-dependent code (fp16's GradScaler,
     # DDP, the fake-CUDA paths of a cuda default).
+    # timm 1.0.22 is the [timm] extra's floor: older releases import names today's huggingface_hub has dropped, so
+    # their hub weights never load (and the GPU machine's older timm lacked the test models the suite builds).
     Entry("3.10", "2.4", "0.19", "the oldest torch pair, on the oldest Python", ANSWER_SETS[1],
-          plugins_of={"gpu_decode": "yes", "fine_tuning": "yes"}),
+          plugins_of={"gpu_decode": "yes", "fine_tuning": "yes"}, timm="1.0.22"),
     Entry("3.12", "2.11", "0.26", "the GPU machine's pins", ANSWER_SETS[0]),
     Entry("3.13", "2.15", "0.29", "the newest torch pair, on the newest Python", ANSWER_SETS[3]),
 ]

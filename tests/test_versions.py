@@ -75,8 +75,8 @@ def test_a_generated_project_passes_its_quick_tier_and_export_round_trip(entry, 
         pytest.fail(message)
     project = tmp_path / "project"  # a copy: the editable install writes into the project folder
     shutil.copytree(bakery.project(**entry.answers), project)
-    proc = run(["bash", str(CHECK), uv, python, entry.torch, entry.torchvision, str(project), str(tmp_path / "venv")],
-               cwd=TEMPLATE, timeout=1500, OMP_NUM_THREADS="1")
+    proc = run(["bash", str(CHECK), uv, python, entry.torch, entry.torchvision, str(project), str(tmp_path / "venv"),
+                entry.timm], cwd=TEMPLATE, timeout=1500, OMP_NUM_THREADS="1")
     assert proc.returncode == 0, f"{entry} ({entry.why}), bake {bake_id(entry.answers)}: {describe(proc)}"
     timings = proc.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"install \d+ quick \d+ export \d+", timings), describe(proc)
@@ -113,12 +113,18 @@ def test_the_generated_pyproject_claims_exactly_the_tested_range(bakery):
         assert claimed == [f">={getattr(OLDEST, name)},<{_next_minor(getattr(NEWEST, name))}"]
     assert _key(OLDEST.torch) == min(_key(entry.torch) for entry in MATRIX)
     assert _key(NEWEST.torch) == max(_key(entry.torch) for entry in MATRIX)
+    assert re.findall(r'^timm = \["timm(.*?)"\]$', pyproject, re.M) == [f">={OLDEST.timm}"]  # the pinned floor
+
+
+def test_the_oldest_entry_pins_timm_s_floor_and_the_others_take_the_newest():
+    """One entry proves the [timm] extra's floor; the rest install what a user gets today."""
+    assert OLDEST.timm and not any(entry.timm for entry in MATRIX[1:])
 
 
 def test_the_generated_ci_workflow_tests_both_ends_of_the_range(bakery):
     """The project's own CI runs its suite on the oldest and the newest entry, as the template's tests do."""
     workflow = yaml.safe_load((bakery.project() / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
     include = workflow["jobs"]["test"]["strategy"]["matrix"]["include"]
-    ends = [{"python": entry.python, "torch": entry.torch, "torchvision": entry.torchvision}
+    ends = [{"python": entry.python, "torch": entry.torch, "torchvision": entry.torchvision, "timm": entry.timm}
             for entry in (OLDEST, NEWEST)]
-    assert [{key: str(row[key]) for key in ("python", "torch", "torchvision")} for row in include] == ends
+    assert [{key: str(row.get(key, "")) for key in ("python", "torch", "torchvision", "timm")} for row in include] == ends

@@ -429,7 +429,7 @@ loop_overhead() { # loop_overhead ARGS...: figure: the median ratio project / ha
 ENV_PY='import importlib.metadata as md, platform, torch
 print("python", platform.python_version(), "torch", torch.__version__, "cuda build", torch.version.cuda)
 for name in ("torchvision", "numpy", "pillow", "pytest", "pytest-timeout", "pytest-xdist", "scikit-image",
-             "tensorboard", "onnx", "onnxruntime", "matplotlib", "tqdm"):
+             "tensorboard", "onnx", "onnxruntime", "matplotlib", "tqdm", "timm", "safetensors"):
     try:
         print(f"  {name} {md.version(name)}")
     except md.PackageNotFoundError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import pickle
 import sys
 from typing import Any
 
@@ -49,7 +50,9 @@ def pretrained_state_dict(backbone_name: str, pretrained_file: str | None = None
     spec = _backbone(backbone_name, pretrained_file)
     try:
         return spec.pretrained_state()
-    except (OSError, RuntimeError) as error:  # offline and not cached, no weights, a file that is no state
+    # Offline and not cached, no weights, a file that is no state; a pickle weights_only refuses reaches here bare
+    # from older timm (1.0.22)
+    except (OSError, RuntimeError, pickle.UnpicklingError) as error:
         where = spec.weights_location()
         if isinstance(spec, TimmBackbone):
             raise WeightsError(f"pretrained {backbone_name} weights could not be loaded ({one_line(error)}); they "

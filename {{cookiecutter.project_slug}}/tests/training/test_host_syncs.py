@@ -79,7 +79,6 @@ def test_on_a_gpu_torch_sees_no_more_syncs_in_twelve_steps_than_in_three(tiny_da
     device = torch.device("cuda:0")
 
     def syncs(batch_size: int) -> int:
-        epoch_reads(tiny_data, device, batch_size)  # warm-up: cuDNN autotuning, lazy CUDA initialisation
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.cuda.set_sync_debug_mode("warn")
@@ -89,5 +88,8 @@ def test_on_a_gpu_torch_sees_no_more_syncs_in_twelve_steps_than_in_three(tiny_da
                 torch.cuda.set_sync_debug_mode(0)
         return sum("synchroniz" in str(warning.message) for warning in caught)
 
+    for batch_size in (8, 2):  # warm-up, both sizes first: cuDNN autotuning, lazy CUDA initialisation
+        epoch_reads(tiny_data, device, batch_size)
+    # Not equal: on an H200 (torch 2.11) the first window after the warm-up still held one sync more (36, 35)
     few, many = syncs(8), syncs(2)
-    assert many == few, f"{many - few} more syncs for 9 more steps"
+    assert many <= few, f"{many - few} more syncs for 9 more steps"
