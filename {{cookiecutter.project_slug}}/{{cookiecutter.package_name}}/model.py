@@ -51,7 +51,7 @@ def pretrained_state_dict(backbone_name: str, pretrained_file: str | None = None
     try:
         return spec.pretrained_state()
     # Offline and not cached, no weights, a file that is no state; a pickle weights_only refuses reaches here bare
-    # from older timm (1.0.22)
+    # from timm 1.0.22 (1.0.26 makes it a RuntimeError)
     except (OSError, RuntimeError, pickle.UnpicklingError) as error:
         where = spec.weights_location()
         if isinstance(spec, TimmBackbone):
