@@ -464,6 +464,14 @@ def _option_dest(call: ast.Call) -> str:
     return dest.lower()
 
 
+def _on_default(node: ast.AST | None) -> bool:
+    """Whether an option's default turns it on: True, `1` (`--gpus`), `"0"` (`--gpu_ids`), `[0]`; not `"cpu"`, `-1`."""
+    value = getattr(node, "value", None)
+    return (value is not None and type(value) in (bool, int) and bool(value)) or \
+        (type(value) is str and value.strip().lower() not in ("", "-1", "none", "cpu")) or \
+        (isinstance(node, (ast.List, ast.Tuple)) and bool(node.elts))
+
+
 def _int(node: ast.AST | None) -> int | None:
     """An int constant's value, `-1` included (a unary minus in the tree), else None (bools too)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -755,12 +763,23 @@ class _FileFacts:
 
     @functools.cached_property
     def option_defaults(self) -> list[tuple[str, ast.AST | None]]:
-        """(destination, default node) for each add_argument call here (None: no default, or a store action)."""
-        found = []
+        """(destination, default node) for each add_argument call here (None: no default, or a store action), a
+        `set_defaults` of this file overriding it."""
+        found, given = [], self.set_defaults
         for call in self.argument_calls:
             action = _string(getattr(_keyword(call, "action"), "value", None))
-            found.append((_option_dest(call), None if action else getattr(_keyword(call, "default"), "value", None)))
-        return found
+            dest = _option_dest(call)
+            default = None if action else getattr(_keyword(call, "default"), "value", None)
+            found.append((dest, given.get(dest, default)))
+        declared = {dest for dest, _ in found}
+        return found + [(dest, value) for dest, value in given.items() if dest not in declared]
+
+    @functools.cached_property
+    def set_defaults(self) -> dict[str, ast.AST]:
+        """Defaults this file's parsers set by `parser.set_defaults(gpu=True)` (the last one wins, as it runs): the
+        script's own, whatever another script sets for an option of the same name."""
+        return {k.arg.lower(): k.value for call in self.calls if _last(call) == "set_defaults"
+                for k in call.keywords if k.arg}
 
     @functools.cached_property
     def argument_calls(self) -> list[ast.Call]:
@@ -773,18 +792,18 @@ class _FileFacts:
         return {dest for dest, on in self._options() if on}
 
     def _options(self) -> list[tuple[str, bool]]:
-        """(destination, on by default) for each add_argument call here."""
-        found = []
+        """(destination, on by default) for each add_argument call here, and each option only `set_defaults` names."""
+        found, given = [], self.set_defaults
         for call in self.argument_calls:
             dest = _option_dest(call)
-            default, action = _keyword(call, "default"), _string(getattr(_keyword(call, "action"), "value", None))
-            node = getattr(default, "value", None)
-            value = getattr(node, "value", None)
-            on = action == "store_false" or (value is not None and type(value) in (bool, int) and bool(value)) or \
-                (type(value) is str and value.strip().lower() not in ("", "-1", "none", "cpu")) or \
-                (isinstance(node, (ast.List, ast.Tuple)) and bool(node.elts))  # `--gpu_ids default="0"`, `[0]`
-            found.append((dest, on))
-        return found
+            action = _string(getattr(_keyword(call, "action"), "value", None))
+            if dest in given:  # `add_argument("--gpu", action="store_true")` then `set_defaults(gpu=True)`: on
+                found.append((dest, _on_default(given[dest])))
+                continue
+            default = getattr(_keyword(call, "default"), "value", None)
+            found.append((dest, action == "store_false" or _on_default(default)))
+        declared = {dest for dest, _ in found}
+        return found + [(dest, _on_default(node)) for dest, node in given.items() if dest not in declared]
 
     @functools.cached_property
     def availability_calls(self) -> list[ast.Call]:
@@ -1629,8 +1648,9 @@ class _Project:
                 self.cuda_extensions |= {name, name.rsplit(".", 1)[-1]} if name else set()
             if any(isinstance(a, ast.Constant) and a.value is True or _checks(a, facts) for a in call.args):
                 self.passing_true.append((facts, call))  # resolved once every file is registered
+            own_default = _last(call) == "set_defaults"  # the script's own option default (`_options`), no call's
             for keyword in call.keywords:
-                if keyword.arg and _accel_flag(keyword.arg.lower()):
+                if keyword.arg and _accel_flag(keyword.arg.lower()) and not own_default:
                     if _checks(keyword.value, facts):
                         self.checked_keywords.add(keyword.arg.lower())
                     elif isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
