@@ -398,6 +398,8 @@ def _flag_guard(node: ast.AST, facts: _FileFacts | None = None) -> str | None:
     flag that asks for the CPU (`no_cuda`, `--cpu`) guards only where an availability check sets it: left at
     its default it chooses the accelerator, so the other branch runs on a machine without one."""
     name = _last(node).lower()
+    if facts is not None and name and facts.cleared_after(node):
+        return _CUDA  # cleared where the availability test failed: a True default no longer says anything
     if not name or isinstance(node, ast.Call) or (facts is not None and (
             name in facts.unsafe_flags or _flag_key(node) in facts.unsafe_flags)):
         return None
@@ -815,6 +817,39 @@ class _FileFacts:
         """Names assigned straight from an availability check (`pin_memory = torch.cuda.is_available()`)."""
         return frozenset(_last(t).lower() for n in self.kinds.get(ast.Assign, []) if
                          isinstance(n.value, ast.Call) and _availability_call(n.value) for t in n.targets)
+
+    @functools.cached_property
+    def cleared_flags(self) -> dict[str, list[tuple[ast.AST, int]]]:
+        """Flags set False (or another falsy constant) on the side where an availability test fails (`if gpu and
+        torch.cuda.is_available(): ... else: gpu = False`): flag key -> (scope, last line of that `if`)."""
+        cleared: dict[str, list[tuple[ast.AST, int]]] = {}
+        for call in self.availability_calls:
+            node = self.parents.get(call)
+            while node is not None and not isinstance(node, ast.stmt):
+                node = self.parents.get(node)
+            if not isinstance(node, ast.If):  # the nearest statement is an `if` only when the call is in its test
+                continue
+            guard = _guard(node.test)
+            failing = node.orelse if guard == _CUDA else node.body if guard == _NOT_CUDA else []
+            for statement in failing:
+                for assign in self.walk(statement):
+                    if isinstance(assign, ast.Assign) and isinstance(assign.value, ast.Constant) \
+                            and not assign.value.value:
+                        for target in assign.targets:
+                            if isinstance(target, (ast.Name, ast.Attribute)):
+                                entry = (self.scope_of(node), node.end_lineno or node.lineno)
+                                cleared.setdefault(_flag_key(target), []).append(entry)
+        return cleared
+
+    def cleared_after(self, flag: ast.AST) -> bool:
+        """Whether the flag is read after such an `if` cleared it: a name in the same scope, an attribute anywhere
+        in the file (the object travels); past that point the flag is on only where the accelerator is."""
+        if not self.cleared_flags or not isinstance(flag, (ast.Name, ast.Attribute)):
+            return False
+        entries, line = self.cleared_flags.get(_flag_key(flag), ()), getattr(flag, "lineno", 0)
+        found = any(line > end and (isinstance(flag, ast.Attribute) or self.scope_of(flag) is scope)
+                    for scope, end in entries)
+        return found and not _CPU_WORD.search(_last(flag).lower())  # `cpu = False` there says nothing of CUDA
 
     @functools.cached_property
     def unsafe_flags(self) -> frozenset[str]:
