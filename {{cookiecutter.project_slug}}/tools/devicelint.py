@@ -3031,7 +3031,7 @@ def _wrapped_saves(project: _Project, found: dict[int, list]) -> None:
             continue
         inside = facts.walk(function)
         # rebound (`model = model.module`) or tested (`isinstance(model, DataParallel)`): not judged here
-        unwrapped = {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
+        unwrapped = _rebound(facts, inside, names) | \
             {n.args[0].id for n in inside if isinstance(n, ast.Call) and _last(n) == "isinstance" and n.args and
              isinstance(n.args[0], ast.Name)}
         checker = _Checker(facts.path, False, facts)
@@ -3047,6 +3047,21 @@ def _wrapped_saves(project: _Project, found: dict[int, list]) -> None:
                 finding = Finding(facts.path, call.lineno, call.col_offset + 1, "DEV009",
                                   f"{call.func.value.id} is passed a DataParallel/DDP wrapper by a caller")
                 found[id(facts)].append((finding, tuple(chain)))
+
+
+def _rebound(facts: _FileFacts, inside: list[ast.AST], names: set[str]) -> set[str]:
+    """The names a function stores to other than as the wrapper they hold: `model = model.module` unwraps (so
+    does any other store), `model = model.eval()` or `model.cuda()` keeps the wrapper (`_wraps`), as a caller's
+    own rebinding does."""
+    found = set()
+    for node in inside:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            assign = facts.parents.get(node)
+            kept = isinstance(assign, ast.Assign) and node in assign.targets and node.id in names and \
+                _wraps(assign.value, {node.id})
+            if not kept:
+                found.add(node.id)
+    return found
 
 
 def _broken_imports(project: _Project, files: list[_FileFacts]) -> dict[int, int]:

@@ -138,3 +138,34 @@ def test_an_option_default_is_its_own_scripts_not_another_scripts(tmp_path: Path
         "train.py": SCRIPT_WITH_DEFAULT.format(default="True"),
     }
     assert tree_codes(tmp_path, files) == [("train.py", 10, "DEV010")]
+
+
+WRAPPED_INTO_HELPER = """
+    import torch
+    from torch.nn import DataParallel
+
+
+    def evaluate_val(args, model, path):
+        model = model.eval()
+        torch.save({"state_dict": model.state_dict()}, path)
+
+
+    def main(args):
+        model = torch.nn.Linear(2, 2).cuda()
+        model = DataParallel(model).cuda()
+        evaluate_val(args, model, args.path)
+
+
+    if __name__ == "__main__":
+        if torch.cuda.is_available():
+            main(None)
+    """
+
+
+def test_a_wrapped_model_stays_wrapped_through_a_helpers_rebinding(tmp_path: Path) -> None:
+    """dfdc's `evaluate_val`: the caller passes a DataParallel wrapper and the helper rebinds it to
+    `model.eval()` (still the wrapper) before saving its state_dict: DEV009. `model = model.module` unwraps."""
+    source = WRAPPED_INTO_HELPER
+    assert tree_codes(tmp_path / "a", {"train.py": source}) == [("train.py", 8, "DEV009")]
+    unwrapped = source.replace("model = model.eval()", "model = model.module")
+    assert tree_codes(tmp_path / "b", {"train.py": unwrapped}) == []
