@@ -398,7 +398,7 @@ def _flag_guard(node: ast.AST, facts: _FileFacts | None = None) -> str | None:
     flag that asks for the CPU (`no_cuda`, `--cpu`) guards only where an availability check sets it: left at
     its default it chooses the accelerator, so the other branch runs on a machine without one."""
     name = _last(node).lower()
-    if facts is not None and name and facts.cleared_after(node):
+    if facts is not None and facts.cleared_flags and facts.cleared_after(node):  # most files clear none
         return _CUDA  # cleared where the availability test failed: a True default no longer says anything
     if not name or isinstance(node, ast.Call) or (facts is not None and (
             name in facts.unsafe_flags or _flag_key(node) in facts.unsafe_flags)):
