@@ -398,6 +398,8 @@ def _flag_guard(node: ast.AST, facts: _FileFacts | None = None) -> str | None:
     flag that asks for the CPU (`no_cuda`, `--cpu`) guards only where an availability check sets it: left at
     its default it chooses the accelerator, so the other branch runs on a machine without one."""
     name = _last(node).lower()
+    if facts is not None and facts.cleared_flags and facts.cleared_after(node):  # most files clear none
+        return _CUDA  # cleared where the availability test failed: a True default no longer says anything
     if not name or isinstance(node, ast.Call) or (facts is not None and (
             name in facts.unsafe_flags or _flag_key(node) in facts.unsafe_flags)):
         return None
@@ -462,6 +464,14 @@ def _option_dest(call: ast.Call) -> str:
     dest = _string(getattr(_keyword(call, "dest"), "value", None)) or \
         next((o.lstrip("-").replace("-", "_") for o in options if o.startswith("-")), "")
     return dest.lower()
+
+
+def _on_default(node: ast.AST | None) -> bool:
+    """Whether an option's default turns it on: True, `1` (`--gpus`), `"0"` (`--gpu_ids`), `[0]`; not `"cpu"`, `-1`."""
+    value = getattr(node, "value", None)
+    return (value is not None and type(value) in (bool, int) and bool(value)) or \
+        (type(value) is str and value.strip().lower() not in ("", "-1", "none", "cpu")) or \
+        (isinstance(node, (ast.List, ast.Tuple)) and bool(node.elts))
 
 
 def _int(node: ast.AST | None) -> int | None:
@@ -755,12 +765,23 @@ class _FileFacts:
 
     @functools.cached_property
     def option_defaults(self) -> list[tuple[str, ast.AST | None]]:
-        """(destination, default node) for each add_argument call here (None: no default, or a store action)."""
-        found = []
+        """(destination, default node) for each add_argument call here (None: no default, or a store action), a
+        `set_defaults` of this file overriding it."""
+        found, given = [], self.set_defaults
         for call in self.argument_calls:
             action = _string(getattr(_keyword(call, "action"), "value", None))
-            found.append((_option_dest(call), None if action else getattr(_keyword(call, "default"), "value", None)))
-        return found
+            dest = _option_dest(call)
+            default = None if action else getattr(_keyword(call, "default"), "value", None)
+            found.append((dest, given.get(dest, default)))
+        declared = {dest for dest, _ in found}
+        return found + [(dest, value) for dest, value in given.items() if dest not in declared]
+
+    @functools.cached_property
+    def set_defaults(self) -> dict[str, ast.AST]:
+        """Defaults this file's parsers set by `parser.set_defaults(gpu=True)` (the last one wins, as it runs): the
+        script's own, whatever another script sets for an option of the same name."""
+        return {k.arg.lower(): k.value for call in self.calls if _last(call) == "set_defaults"
+                for k in call.keywords if k.arg}
 
     @functools.cached_property
     def argument_calls(self) -> list[ast.Call]:
@@ -773,18 +794,18 @@ class _FileFacts:
         return {dest for dest, on in self._options() if on}
 
     def _options(self) -> list[tuple[str, bool]]:
-        """(destination, on by default) for each add_argument call here."""
-        found = []
+        """(destination, on by default) for each add_argument call here, and each option only `set_defaults` names."""
+        found, given = [], self.set_defaults
         for call in self.argument_calls:
             dest = _option_dest(call)
-            default, action = _keyword(call, "default"), _string(getattr(_keyword(call, "action"), "value", None))
-            node = getattr(default, "value", None)
-            value = getattr(node, "value", None)
-            on = action == "store_false" or (value is not None and type(value) in (bool, int) and bool(value)) or \
-                (type(value) is str and value.strip().lower() not in ("", "-1", "none", "cpu")) or \
-                (isinstance(node, (ast.List, ast.Tuple)) and bool(node.elts))  # `--gpu_ids default="0"`, `[0]`
-            found.append((dest, on))
-        return found
+            action = _string(getattr(_keyword(call, "action"), "value", None))
+            if dest in given:  # `add_argument("--gpu", action="store_true")` then `set_defaults(gpu=True)`: on
+                found.append((dest, _on_default(given[dest])))
+                continue
+            default = getattr(_keyword(call, "default"), "value", None)
+            found.append((dest, action == "store_false" or _on_default(default)))
+        declared = {dest for dest, _ in found}
+        return found + [(dest, _on_default(node)) for dest, node in given.items() if dest not in declared]
 
     @functools.cached_property
     def availability_calls(self) -> list[ast.Call]:
@@ -796,6 +817,39 @@ class _FileFacts:
         """Names assigned straight from an availability check (`pin_memory = torch.cuda.is_available()`)."""
         return frozenset(_last(t).lower() for n in self.kinds.get(ast.Assign, []) if
                          isinstance(n.value, ast.Call) and _availability_call(n.value) for t in n.targets)
+
+    @functools.cached_property
+    def cleared_flags(self) -> dict[str, list[tuple[ast.AST, int]]]:
+        """Flags set False (or another falsy constant) on the side where an availability test fails (`if gpu and
+        torch.cuda.is_available(): ... else: gpu = False`): flag key -> (scope, last line of that `if`)."""
+        cleared: dict[str, list[tuple[ast.AST, int]]] = {}
+        for call in self.availability_calls:
+            node = self.parents.get(call)
+            while node is not None and not isinstance(node, ast.stmt):
+                node = self.parents.get(node)
+            if not isinstance(node, ast.If):  # the nearest statement is an `if` only when the call is in its test
+                continue
+            guard = _guard(node.test)
+            failing = node.orelse if guard == _CUDA else node.body if guard == _NOT_CUDA else []
+            for statement in failing:
+                for assign in self.walk(statement):
+                    if isinstance(assign, ast.Assign) and isinstance(assign.value, ast.Constant) \
+                            and not assign.value.value:
+                        for target in assign.targets:
+                            if isinstance(target, (ast.Name, ast.Attribute)):
+                                entry = (self.scope_of(node), node.end_lineno or node.lineno)
+                                cleared.setdefault(_flag_key(target), []).append(entry)
+        return cleared
+
+    def cleared_after(self, flag: ast.AST) -> bool:
+        """Whether the flag is read after such an `if` cleared it: a name in the same scope, an attribute anywhere
+        in the file (the object travels); past that point the flag is on only where the accelerator is."""
+        if not self.cleared_flags or not isinstance(flag, (ast.Name, ast.Attribute)):
+            return False
+        entries, line = self.cleared_flags.get(_flag_key(flag), ()), getattr(flag, "lineno", 0)
+        found = any(line > end and (isinstance(flag, ast.Attribute) or self.scope_of(flag) is scope)
+                    for scope, end in entries)
+        return found and not _CPU_WORD.search(_last(flag).lower())  # `cpu = False` there says nothing of CUDA
 
     @functools.cached_property
     def unsafe_flags(self) -> frozenset[str]:
@@ -1629,8 +1683,9 @@ class _Project:
                 self.cuda_extensions |= {name, name.rsplit(".", 1)[-1]} if name else set()
             if any(isinstance(a, ast.Constant) and a.value is True or _checks(a, facts) for a in call.args):
                 self.passing_true.append((facts, call))  # resolved once every file is registered
+            own_default = _last(call) == "set_defaults"  # the script's own option default (`_options`), no call's
             for keyword in call.keywords:
-                if keyword.arg and _accel_flag(keyword.arg.lower()):
+                if keyword.arg and _accel_flag(keyword.arg.lower()) and not own_default:
                     if _checks(keyword.value, facts):
                         self.checked_keywords.add(keyword.arg.lower())
                     elif isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
@@ -2976,7 +3031,7 @@ def _wrapped_saves(project: _Project, found: dict[int, list]) -> None:
             continue
         inside = facts.walk(function)
         # rebound (`model = model.module`) or tested (`isinstance(model, DataParallel)`): not judged here
-        unwrapped = {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
+        unwrapped = _rebound(facts, inside, names) | \
             {n.args[0].id for n in inside if isinstance(n, ast.Call) and _last(n) == "isinstance" and n.args and
              isinstance(n.args[0], ast.Name)}
         checker = _Checker(facts.path, False, facts)
@@ -2992,6 +3047,21 @@ def _wrapped_saves(project: _Project, found: dict[int, list]) -> None:
                 finding = Finding(facts.path, call.lineno, call.col_offset + 1, "DEV009",
                                   f"{call.func.value.id} is passed a DataParallel/DDP wrapper by a caller")
                 found[id(facts)].append((finding, tuple(chain)))
+
+
+def _rebound(facts: _FileFacts, inside: list[ast.AST], names: set[str]) -> set[str]:
+    """The names a function stores to other than as the wrapper they hold: `model = model.module` unwraps (so
+    does any other store), `model = model.eval()` or `model.cuda()` keeps the wrapper (`_wraps`), as a caller's
+    own rebinding does."""
+    found = set()
+    for node in inside:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            assign = facts.parents.get(node)
+            kept = isinstance(assign, ast.Assign) and node in assign.targets and node.id in names and \
+                _wraps(assign.value, {node.id})
+            if not kept:
+                found.add(node.id)
+    return found
 
 
 def _broken_imports(project: _Project, files: list[_FileFacts]) -> dict[int, int]:
