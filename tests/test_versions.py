@@ -127,4 +127,5 @@ def test_the_generated_ci_workflow_tests_both_ends_of_the_range(bakery):
     include = workflow["jobs"]["test"]["strategy"]["matrix"]["include"]
     ends = [{"python": entry.python, "torch": entry.torch, "torchvision": entry.torchvision, "timm": entry.timm}
             for entry in (OLDEST, NEWEST)]
-    assert [{key: str(row.get(key, "")) for key in ("python", "torch", "torchvision", "timm")} for row in include] == ends
+    keys = ("python", "torch", "torchvision", "timm")
+    assert [{key: str(row.get(key, "")) for key in keys} for row in include] == ends
