@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import importlib
+import importlib.metadata
 import os
 import shutil
 import tempfile
@@ -15,6 +16,7 @@ from unittest import mock
 
 import pytest
 import torch
+from packaging.version import Version
 from paused_train import PAUSE_ENV_VAR  # where a crash test pauses a real train.py (tests/paused_train.py)
 from PIL import Image
 from torch import nn
@@ -64,6 +66,23 @@ os.environ["XDG_DATA_HOME"] = SESSION_DATA_HOME
 # How long a test waits on a child process before calling it hung. A hang guard, never a speed limit: generous, so
 # a loaded machine makes the suite slower but not red (timings belong in benchmarks/). TEST_HANG_S changes it.
 HANG_S = float(os.environ.get("TEST_HANG_S", "1800"))
+
+
+def _timm_family(name: str, since: str):
+    """One family's tiny timm test model as a test parameter, skipped without timm or where timm predates it."""
+    try:
+        installed = Version(importlib.metadata.version("timm"))
+    except importlib.metadata.PackageNotFoundError:
+        return pytest.param(name, marks=pytest.mark.skip(reason="needs the timm extra: pip install -e '.[timm]'"),
+                            id=name.removeprefix("timm/"))
+    too_old = pytest.mark.skipif(installed < Version(since), reason=f"timm {installed} has no {name}: timm>={since}")
+    return pytest.param(name, marks=too_old, id=name.removeprefix("timm/"))
+
+
+# The families a timm backbone is tested on: a CNN, a ViT and a convolution-attention hybrid (timm's own tiny models;
+# the [timm] extra's floor, 1.0.22, has the first two).
+TIMM_FAMILIES = [_timm_family("timm/test_resnet", "1.0.12"), _timm_family("timm/test_vit", "1.0.12"),
+                 _timm_family("timm/test_coatnet", "1.0.31")]
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which the [test] extra installs

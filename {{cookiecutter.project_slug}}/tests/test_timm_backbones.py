@@ -8,7 +8,6 @@ hub's real loading code runs without a network.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 import math
@@ -19,8 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import HANG_S, fake_forward, train_one_thread
-from packaging.version import Version
+from conftest import HANG_S, TIMM_FAMILIES, fake_forward, train_one_thread
 from run_helpers import EPOCHS, PROJECT, assert_same_run, killed_at, load_cpu, train_command, train_env
 from torch import nn
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -38,18 +36,7 @@ from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 HAS_TIMM = importlib.util.find_spec("timm") is not None
 needs_timm = pytest.mark.skipif(not HAS_TIMM, reason="needs the timm extra: pip install -e '.[timm]'")
-TIMM_VERSION = Version(importlib.metadata.version("timm")) if HAS_TIMM else None
-
-
-def _family(name: str, since: str):
-    """One family's tiny test model, skipped where the installed timm predates it (the floor's has no hybrid)."""
-    too_old = TIMM_VERSION is not None and TIMM_VERSION < Version(since)
-    marks = [needs_timm, pytest.mark.skipif(too_old, reason=f"timm {TIMM_VERSION} has no {name}: timm>={since}")]
-    return pytest.param(name, marks=marks, id=name.removeprefix("timm/"))
-
-
-FAMILIES = [_family("timm/test_resnet", "1.0.12"), _family("timm/test_vit", "1.0.12"),  # CNN, ViT
-            _family("timm/test_coatnet", "1.0.31")]  # a convolution-attention hybrid
+FAMILIES = TIMM_FAMILIES  # a CNN, a ViT, a convolution-attention hybrid
 CPU = torch.device("cpu")
 CUDA1 = torch.device("cuda", 1)
 HIDE_TIMM = "import sys; sys.modules['timm'] = None; "  # `import timm` then fails as on a machine without it

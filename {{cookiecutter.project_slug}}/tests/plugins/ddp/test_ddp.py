@@ -5,7 +5,6 @@ job ends with the weights of an uninterrupted run; two torchrun agents (two "nod
 train like one agent with two processes; a NaN on one rank stops every rank.
 """
 
-import importlib.util
 import os
 import re
 import signal
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from changes import PACKAGE, changed_copy, focal_loss, top2_and_worst_recall
-from conftest import HANG_S, nested_tensors
+from conftest import HANG_S, TIMM_FAMILIES, nested_tensors
 from ddp_helpers import free_port
 from run_helpers import PAUSE_ENV_VAR, assert_evaluate_equals_training, paused
 
@@ -41,9 +40,6 @@ def run_files(out: Path) -> list[str]:
     return sorted("EVENTS" if path.name.startswith("events.out.tfevents.") else path.name for path in out.iterdir())
 
 
-TIMM_FAMILIES = [pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec("timm") is None,
-                                                           reason="needs the timm extra: pip install -e '.[timm]'"))
-                 for name in ("timm/test_resnet", "timm/test_vit", "timm/test_coatnet")]  # CNN, ViT, hybrid
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # torchrun with this interpreter (works in any venv)
 
 

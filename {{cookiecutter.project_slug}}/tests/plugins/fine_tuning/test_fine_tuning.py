@@ -7,13 +7,12 @@ hooks through the run's own step boundary (a stand-in Run, tests/host_reads.py) 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import nested_tensors
+from conftest import TIMM_FAMILIES, nested_tensors
 from host_reads import HostReads, epoch_reads, stand_in_run
 from run_helpers import EPOCHS, assert_same_run, killed_at, load_cpu, train_command
 from torch import nn
@@ -39,9 +38,6 @@ from {{ cookiecutter.package_name }}.training.run import Run
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 BACKBONE = "resnet18"  # has BatchNorm, cheap at 32 px
-TIMM_FAMILIES = [pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec("timm") is None,
-                                                           reason="needs the timm extra: pip install -e '.[timm]'"))
-                 for name in ("timm/test_resnet", "timm/test_vit", "timm/test_coatnet")]  # CNN, ViT, hybrid
 ALL_FLAGS = ("--ema", "0.9", "--accum-steps", "2", "--warmup-epochs", "1", "--mixup", "0.2", "--cutmix", "1.0",
              "--freeze-backbone", "--unfreeze-at", "2", "--backbone-lr-scale", "0.5", "--clip-grad", "1.0")
 
