@@ -106,3 +106,11 @@ def test_baking_refuses_a_folder_it_did_not_make(tmp_path):
                             GPU_CHECK_BAKES=str(keep)), capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and (keep / "notes.txt").read_text() == "mine"
     assert os.listdir(keep) == ["notes.txt"]
+
+
+def test_a_step_named_alone_brings_the_step_it_needs_into_a_fresh_call(tmp_path, bakes):
+    """The device tool empties $OUT and may start a fresh machine for a second call: `--only export-pt2-predict`
+    (what a first call's budget left) takes train-fp32 before it, which it would otherwise skip as missing. (The
+    stand-in python offers no flags, so the steps themselves record "not in this bake": the order is the point.)"""
+    result = gpu_check(tmp_path, bakes, "--dry-run", "--only", "export-pt2-predict")
+    assert [row["step"] for row in rows(tmp_path)] == ["env", "train-fp32", "export-pt2-predict"], result.stdout

@@ -9,8 +9,8 @@
 # --device cuda:1 refused on one GPU; DDP with nccl under torchrun; bf16; fp16 with its GradScaler), one
 # throughput figure (ResNet-50, 224 px, bf16, channels_last, from JPEG files with the default loader and device
 # decode, beside the same model on batches already on the GPU), then --compile and the rest. The CPU-only test
-# tiers (fake-CUDA, quick) are CI's, not this call's. --only runs the named steps, --from a step and those after
-# it; `env` runs in every call (it is the record the other results are read against).
+# tiers (fake-CUDA, quick) are CI's, not this call's. --only runs the named steps and the step each needs (train-fp32
+# for predict-cpu), --from a step and those after it; `env` runs in every call (the record the others are read against).
 #
 # Time: a step starts only when its limit fits in what is left of GPU_CHECK_BUDGET_S (default 330 s of work);
 # otherwise it is recorded "skipped (time budget)", and the summary names the --only command that runs what
@@ -107,6 +107,11 @@ for name in ${FROM:+"$FROM"} "${ONLY[@]}"; do
 done
 [[ ${GPU_CHECK_BUDGET_S:-330} =~ ^[0-9]+$ ]] || refuse "GPU_CHECK_BUDGET_S must be whole seconds"
 
+# --only brings each named step's prerequisite along: a second call on a fresh machine has no work folder (the
+# first run's best.pt) to lean on, and a prerequisite that ran in an earlier call may be gone with that machine
+for name in ${ONLY[@]+"${ONLY[@]}"}; do
+    [[ ${NEEDS[$name]} == - || " ${ONLY[*]} " == *" ${NEEDS[$name]} "* ]] || ONLY+=("${NEEDS[$name]}")
+done
 SELECTED=(env) # the record every other result is read against, in every call
 started=${FROM:-${ORDER[0]}}
 for name in "${ORDER[@]}"; do
