@@ -943,6 +943,26 @@ class _FileFacts:
         return ""
 
     @functools.cached_property
+    def cuda_aliases(self) -> set[str]:
+        """Names of the `torch.cuda` module: `tt = torch.cuda`, `self.tt = torch.cuda`, `from torch import cuda`."""
+        found = {local for local, (module, name, level) in self.imports.items()
+                 if not level and (module, name) in (("torch", "cuda"), ("torch.cuda", None))}
+        for node in self.kinds.get(ast.Assign, []):
+            if type(node.value) is ast.Attribute and node.value.attr == "cuda" and \
+                    self.canonical(node.value) == "torch.cuda":
+                found.update(_dotted(t) for t in node.targets if _dotted(t))
+        return found
+
+    def legacy_type(self, node: ast.Attribute) -> str:
+        """`torch.cuda.FloatTensor` for that type written out or through an alias of `torch.cuda` (`tt.FloatTensor`)."""
+        dotted = _dotted(node)
+        if _TYPED_CUDA.match(dotted):
+            return dotted
+        owner = dotted[:-len(node.attr) - 1]
+        typed = f"torch.cuda.{node.attr}"
+        return typed if owner and _TYPED_CUDA.match(typed) and owner in self.cuda_aliases else ""
+
+    @functools.cached_property
     def switched_off(self) -> set[str]:
         """Names bound once, to False/None/0, and never rebound: `if name:` under them never runs."""
         falsy = set()
@@ -2247,7 +2267,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         """DEV010: `torch.cuda.FloatTensor` and friends exist only with CUDA (a type test makes no tensor)."""
-        typed = node.attr.endswith("Tensor") and _TYPED_CUDA.match(_dotted(node))  # the cheap test first
+        typed = node.attr.endswith("Tensor") and self.facts.legacy_type(node)  # the cheap test first
         if typed and not self.known() and not _type_test(node, self.facts.parents):
             self.report(node, "DEV010", _dotted(node))
         self.generic_visit(node)
