@@ -673,6 +673,7 @@ class _FileFacts:
         self._walks: dict[ast.AST, list[ast.AST]] = {}
         self._memo: dict[ast.stmt, frozenset[str]] = {}
         self._cuda_tests: dict[ast.AST, dict[int, str]] = {}
+        self._scope_bindings: dict[ast.AST, tuple[Counter[str], dict[str, object], set[str]]] = {}
         self._bindings: dict[ast.AST, dict[str, list[ast.AST]]] = {}
         self._scope_cache: dict[ast.AST, ast.AST] = {}
         calls: list[ast.Call] = kinds.get(ast.Call, [])
@@ -962,20 +963,36 @@ class _FileFacts:
         typed = f"torch.cuda.{node.attr}"
         return typed if owner and _TYPED_CUDA.match(typed) and owner in self.cuda_aliases else ""
 
-    @functools.cached_property
-    def switched_off(self) -> set[str]:
-        """Names bound once, to False/None/0, and never rebound: `if name:` under them never runs."""
-        falsy = set()
-        for node in self.kinds.get(ast.Assign, []):
-            if isinstance(node.value, ast.Constant) and not node.value.value and len(node.targets) == 1 and \
-                    isinstance(node.targets[0], ast.Name):
-                falsy.add(node.targets[0].id)
-        if not falsy:
-            return set()  # most files: no need to count the stores of every name
-        store = ast.Store
-        stores = Counter(n.id for n in self.kinds.get(ast.Name, []) if n.id in falsy and type(n.ctx) is store)
-        params = {a.arg for n in self.kinds.get(ast.arguments, []) for a in n.posonlyargs + n.args + n.kwonlyargs}
-        return {name for name in falsy if stores[name] == 1 and name not in params and name not in self.mentions_global}
+    def bound_off(self, name: str, node: ast.AST) -> tuple[bool, object]:
+        """(True, value) if the name read at node is bound once in its scope, to False/0/None, and never rebound
+        (`load_model = False` ... `if load_model is True:`): a parameter, a global or nonlocal, a name of a module
+        that calls globals() (options copied in), or a second store anywhere in the scope decides nothing."""
+        if name in self.mentions_global:
+            return False, None
+        scope = self._function_of(node)
+        while True:
+            stores, values, params = self._scope_names(scope)
+            if name in params or stores[name] > 1:
+                return False, None
+            if stores[name]:
+                return (name in values and (scope is not self.tree or "globals" not in self.mentions)), values.get(name)
+            if scope is self.tree:
+                return False, None
+            scope = self._function_of(self.parents[scope])  # a name the function only reads: the enclosing one's
+
+    def _scope_names(self, scope: ast.AST) -> tuple[Counter[str], dict[str, object], set[str]]:
+        """A scope's stores of each name (nested ones too), the falsy constants it assigns names, its parameters."""
+        cached = self._scope_bindings.get(scope)
+        if cached is None:
+            nodes = self.nodes if scope is self.tree else self.walk(scope)
+            stores = Counter(n.id for n in nodes if type(n) is ast.Name and type(n.ctx) is ast.Store)
+            values = {n.targets[0].id: n.value.value for n in nodes if type(n) is ast.Assign and len(n.targets) == 1
+                      and type(n.targets[0]) is ast.Name and type(n.value) is ast.Constant and not n.value.value
+                      and self._function_of(n) is scope}  # the scope's own: a nested function's is its local
+            params = {a.arg for n in nodes if type(n) is ast.arguments
+                      for a in n.posonlyargs + n.args + n.kwonlyargs + [n.vararg, n.kwarg] if a}
+            cached = self._scope_bindings[scope] = (stores, values, params)
+        return cached
 
     @functools.cached_property
     def mentions_global(self) -> set[str]:
@@ -2195,7 +2212,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If | ast.IfExp) -> None:
         """Visit each branch knowing whether CUDA is established there; an early exit guards the rest."""
-        if isinstance(node, ast.If) and _dotted(node.test) in self.facts.switched_off:
+        if isinstance(node, ast.If) and self._switched_off(node.test):
             self.visit(node.test)  # `classify = False` ... `if classify:`: that branch never runs
             self._visit_branch(node.orelse, False)
             return
@@ -2325,6 +2342,14 @@ class _Checker(ast.NodeVisitor):
         elif len(resolved) != len(calls) and any(not f.project.resolve(f, c.func) for f, c in calls):
             return None  # a call the lint cannot resolve may let the default through
         return resolved, shift
+
+    def _switched_off(self, test: ast.AST) -> bool:
+        """A test of a name bound once to a falsy constant that is false with it: `if flag:`, `if flag is True:`."""
+        name = _tested_parameter(test)
+        if not name:
+            return False
+        bound, value = self.facts.bound_off(name, test)
+        return bound and _decide(test, value) is False
 
     def _untaken(self, node: ast.If) -> bool:
         """The test is false for every value callers give the parameter it reads: each call leaves the default or
