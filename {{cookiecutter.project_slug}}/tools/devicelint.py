@@ -241,8 +241,9 @@ _CUDA_RUNTIME = {"synchronize", "set_device", "current_device", "get_device_name
                  "ExternalStream"}
 # Helpers outside the checked files known to unpickle with weights_only=False unless told otherwise.
 _UNSAFE_HELPERS = {"ultralytics.utils.patches.torch_load": "ultralytics' torch_load() sets weights_only=False"}
-_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url", "load_from_checkpoint"} | \
+_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url", "load_from_checkpoint", "load"} | \
     {n.rsplit(".", 1)[-1] for n in _UNSAFE_HELPERS}
+_LIGHTNING = ("lightning", "pytorch_lightning", "lightning_fabric")  # Fabric/LightningLite there: load() unpickles
 # Calls whose device argument names a backend type (autocast, GradScaler) and places nothing.
 _TYPE_ONLY = {"autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
               "get_autocast_gpu_dtype", "is_available", "device_count"}
@@ -586,6 +587,18 @@ def _module_value(node: ast.AST) -> bool:
         any(name.endswith(word) for word in ("encoder", "decoder", "generator", "discriminator", "backbone"))
 
 
+def _either(values: list[ast.expr | None]) -> list[ast.expr | None]:
+    """The values, each conditional expression as both its branches (`net.state_dict() if use_cuda else net`:
+    either may be what is saved)."""
+    found = []
+    for value in values:
+        while type(value) is ast.IfExp:
+            found += _either([value.body])
+            value = value.orelse
+        found.append(value)
+    return found
+
+
 def _is_dataset(cls: ast.ClassDef) -> bool:
     """Heuristic for DEV008: a base class named *Dataset, ImageFolder or DatasetFolder."""
     names = [_dotted(base).rsplit(".", 1)[-1] for base in cls.bases]
@@ -673,6 +686,7 @@ class _FileFacts:
         self._walks: dict[ast.AST, list[ast.AST]] = {}
         self._memo: dict[ast.stmt, frozenset[str]] = {}
         self._cuda_tests: dict[ast.AST, dict[int, str]] = {}
+        self._wrapped_attributes: dict[ast.ClassDef, set[str]] = {}
         self._scope_bindings: dict[ast.AST, tuple[Counter[str], dict[str, object], set[str]]] = {}
         self._bindings: dict[ast.AST, dict[str, list[ast.AST]]] = {}
         self._scope_cache: dict[ast.AST, ast.AST] = {}
@@ -1102,6 +1116,27 @@ class _FileFacts:
         while owner is not None and not isinstance(owner, ast.ClassDef):
             owner = self.parents.get(self._function_of(owner))
         return owner is not None and (owner.name.endswith("Dataset") or _is_dataset(owner))
+
+    def wrapped_attributes(self, cls: ast.ClassDef) -> set[str]:
+        """Attributes a method of the class sets to a DP/DDP wrapper (`self.model = nn.DataParallel(self.model)`,
+        or a local bound to one), read in source order within each method."""
+        found = self._wrapped_attributes.get(cls)
+        if found is not None:
+            return found
+        found = self._wrapped_attributes[cls] = set()
+        wrappers = self.project.wrappers
+        for method in cls.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            names: set[str] = set()
+            for node in sorted((n for n in self.walk(method) if type(n) is ast.Assign), key=lambda n: n.lineno):
+                holds = _wraps(node.value, names, wrappers)
+                for target in node.targets:
+                    if type(target) is ast.Name:
+                        (names.add if holds else names.discard)(target.id)
+                    elif holds and type(target) is ast.Attribute and _dotted(target.value) == "self":
+                        found.add(target.attr)
+        return found
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
         """The class whose method holds the node (`self.x` inside it), else None."""
@@ -1997,6 +2032,19 @@ class _Project:
         return [(f, n) for base in cls.bases for f, n in self.resolve(facts, base)
                 if isinstance(n, ast.ClassDef) and n is not cls]
 
+    def wraps_attribute(self, facts: _FileFacts, value: ast.Attribute) -> bool:
+        """`obj.model` where a method of obj's class (or a base's) sets `self.model` to a DP/DDP wrapper."""
+        pending, seen = self._classes_of(facts, value.value), set()
+        while pending:
+            owner, cls = pending.pop()
+            if id(cls) in seen or len(seen) > 8:
+                continue
+            seen.add(id(cls))
+            if value.attr in owner.wrapped_attributes(cls):
+                return True
+            pending += self._bases(owner, cls)
+        return False
+
     def _methods(self, facts: _FileFacts, cls: ast.ClassDef, name: str, depth: int) -> list[tuple[_FileFacts, ast.AST]]:
         """A class's method (or nested class) of that name, else its bases' (depth-first, like a simple MRO)."""
         own = [(facts, n) for n in facts.scopes.get(cls, {}).get(name, [])]
@@ -2454,12 +2502,24 @@ class _Checker(ast.NodeVisitor):
             self.report(node, "DEV008")
         if method == "state_dict" or targets:
             wrapped = self.wrapped_attrs.union(*self.wrapped)
-            if method == "state_dict" and _wraps(func.value, wrapped, self.facts.project.wrappers) and \
-                    self._kept(node):
+            if method == "state_dict" and (_wraps(func.value, wrapped, self.facts.project.wrappers) or
+                                           self._wrapped_elsewhere(func.value)) and self._kept(node):
                 self.report(node, "DEV009", f"{_dotted(func.value) or 'the wrapper'} is still wrapped")
             if wrapped and targets:
                 self._pass_wrapped(node, targets, wrapped)
         self.generic_visit(node)
+
+    def _wrapped_elsewhere(self, value: ast.AST) -> bool:
+        """`self.model` (or `trainer.model`) that another method of its class sets to a wrapper; a method that
+        stores the attribute itself is left to the in-order tracking (it may unwrap it first)."""
+        if type(value) is not ast.Attribute or type(value.value) is not ast.Name:
+            return False
+        function = self.facts._function_of(value)
+        if value.value.id == "self" and function is not self.facts.tree and any(
+                type(n) is ast.Attribute and n.attr == value.attr and type(n.ctx) is ast.Store and
+                _dotted(n.value) == "self" for n in self.facts.walk(function)):
+            return False
+        return self.facts.project.wraps_attribute(self.facts, value)
 
     def _pass_wrapped(self, node: ast.Call, targets: list, wrapped: set[str]) -> None:
         """Note the parameters a DP/DDP wrapper is passed to (`train(args, model)`), for DEV009 in the callee."""
@@ -2504,12 +2564,35 @@ class _Checker(ast.NodeVisitor):
         elif last == "load_from_checkpoint" and not targets and isinstance(node.func, ast.Attribute):
             if not (node.args and (self.facts.saves_in_function(node) or self.facts.test_local(node.args[0]))):
                 self.report(node, "DEV004", "Lightning's load_from_checkpoint() unpickles the whole file")
+        elif last == "load" and not targets and self._lightning_load(node.func) and \
+                not (node.args and (self.facts.saves_in_function(node) or self.facts.test_local(node.args[0]))):
+            self.report(node, "DEV004", "Lightning Fabric's load() unpickles the whole file")
         elif self.facts.qualified(node.func) in _UNSAFE_HELPERS:
             self.report(node, "DEV004", _UNSAFE_HELPERS[self.facts.qualified(node.func)])
         elif targets and all(self.facts.project.verdict("unpickles", f, d) for f, d in targets) and \
                 not any(id(d) in map(id, self.parents) for _, d in targets) and \
                 not (node.args and (self.facts.saves_in_function(node) or self.facts.test_local(node.args[0]))):
             self.report(node, "DEV004", f"{name or _last(node)}() loads with weights_only=False")
+
+    def _lightning_load(self, func: ast.AST) -> bool:
+        """`self.load(path)` in a subclass of Lightning's LightningLite/Fabric (through checked bases too), whose
+        inherited load() calls torch.load without weights_only (a class with its own load() is resolved instead)."""
+        if type(func) is not ast.Attribute or type(func.value) is not ast.Name:
+            return False
+        project, seen = self.facts.project, set()
+        pending = project._classes_of(self.facts, func.value)
+        while pending:
+            facts, cls = pending.pop()
+            if id(cls) in seen or len(seen) > 8:
+                continue
+            seen.add(id(cls))
+            for base in cls.bases:
+                named = facts.qualified(base) or _dotted(base)  # `L.Fabric` of `import lightning as L` too
+                module, _, last = named.rpartition(".")
+                if last in ("LightningLite", "Fabric") and module.startswith(_LIGHTNING):
+                    return True
+            pending += project._bases(facts, cls)
+        return False
 
     def _kept(self, node: ast.Call) -> bool:
         """A state_dict() that is saved or stored (directly or by the name it is bound to), not only read or checked."""
@@ -2578,7 +2661,7 @@ class _Checker(ast.NodeVisitor):
             scope = self.parents[-1] if self.parents else self.facts.tree
             displays = [n.value for n in self.facts.walk(scope) if isinstance(n, ast.Assign) and
                         isinstance(n.value, ast.Dict) and any(_dotted(t) == saved.id for t in n.targets)]
-        return sorted({_dotted(v) for d in displays for v in d.values
+        return sorted({_dotted(v) for d in displays for v in _either(d.values)
                        if _module_value(v) and _dotted(v) not in self.dicts[-1]})  # `model_args = dict(...)`
 
     def _positional_devices(self, node: ast.Call, targets: list) -> list[ast.AST]:
@@ -3171,13 +3254,16 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
             continue
         candidates.append((facts, node))
     found: set[int] = set()
+    dead: dict[int, Counter[str]] = {}  # per file: what its unreached code mentions (already out of `mentioned`)
     pending = candidates
     while pending:  # what only unreached code names is unreached too (a helper only a dead class calls)
         new = []
         for facts, node in pending:
-            # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import it
-            count = mentioned[node.name] - sum(other.name_reads[node.name] for other in definers.get(node.name, ())
-                                               if other is not facts and node.name not in other.imports)
+            # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import it;
+            # its reads inside its unreached code were taken off `mentioned` already, so they are not taken twice
+            count = mentioned[node.name] - sum(
+                max(0, other.name_reads[node.name] - dead.get(id(other), Counter())[node.name])
+                for other in definers.get(node.name, ()) if other is not facts and node.name not in other.imports)
             if count <= 0 or count <= 2 and count <= _mentions_inside(facts, node)[node.name]:  # `super(Name, self)`
                 new.append((facts, node))
         dropped: set[str] = set()
@@ -3185,6 +3271,7 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
             found.add(id(node))
             inside = _mentions_inside(facts, node)
             mentioned.subtract(inside)
+            dead.setdefault(id(facts), Counter()).update(inside)
             dropped.update(inside)
         pending = [(f, n) for f, n in candidates if n.name in dropped and id(n) not in found]
     return found
