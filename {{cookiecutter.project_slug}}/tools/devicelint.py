@@ -2164,6 +2164,7 @@ class _Checker(ast.NodeVisitor):
         self.wrapped: list[set[str]] = [set()]  # per function scope: names bound to DP/DDP(...)
         self.dicts: list[set[str]] = [set()]  # per function scope: names bound to a dict
         self.wrapped_attrs: set[str] = set()  # `self.model = DDP(...)` outlives the method
+        self.unwrapped: list[str] = []  # per branch: a name its test found not wrapped ('' for none)
         self.moved: set[int] = set()  # factory calls whose result is moved with .to()/.type_as()
         self._methods = _VISITORS.setdefault(type(self), {})
         self.checked = _checked_nodes(type(self), facts)
@@ -2294,6 +2295,7 @@ class _Checker(ast.NodeVisitor):
         hidden = [names for names in (self.wrapped_attrs, *self.wrapped) if unwrapped and unwrapped in names]
         for names in hidden:
             names.discard(unwrapped)
+        self.unwrapped.append(unwrapped)
         self.guarded += guarded
         self.cuda_only += cuda_only
         self.branches += 1
@@ -2301,6 +2303,7 @@ class _Checker(ast.NodeVisitor):
             self.visit(child)
         self.branches -= 1
         self.guarded, self.cuda_only = saved
+        self.unwrapped.pop()
         for names in hidden:
             names.add(unwrapped)
 
@@ -2512,8 +2515,8 @@ class _Checker(ast.NodeVisitor):
     def _wrapped_elsewhere(self, value: ast.AST) -> bool:
         """`self.model` (or `trainer.model`) that another method of its class sets to a wrapper; a method that
         stores the attribute itself is left to the in-order tracking (it may unwrap it first)."""
-        if type(value) is not ast.Attribute or type(value.value) is not ast.Name:
-            return False
+        if type(value) is not ast.Attribute or type(value.value) is not ast.Name or _dotted(value) in self.unwrapped:
+            return False  # the `else` of `isinstance(self.model, DataParallel)` holds the plain model
         function = self.facts._function_of(value)
         if value.value.id == "self" and function is not self.facts.tree and any(
                 type(n) is ast.Attribute and n.attr == value.attr and type(n.ctx) is ast.Store and

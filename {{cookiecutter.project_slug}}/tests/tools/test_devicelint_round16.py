@@ -204,15 +204,24 @@ WRAPPED_IN_TRAIN = """
             torch.save(self.head.state_dict(), path + ".head")
             torch.save(self.model.module.state_dict(), path + ".plain")
 
+        def save_plain(self, path):
+            if isinstance(self.model, nn.DataParallel):
+                state = self.model.module.state_dict()
+            else:
+                state = self.model.state_dict()
+            torch.save(state, path)
+
     model = Model()
     model.train()
     model.save_model("m.pt")
+    model.save_plain("p.pt")
 """
 
 
 def test_a_wrapper_set_on_an_attribute_in_one_method_is_wrapped_when_another_saves_it(tmp_path: Path) -> None:
     """`self.model = nn.DataParallel(self.model)` in train(), `self.model.state_dict()` saved in save_model()
-    (DeepPurpose): module. keys; another attribute, or one unwrapped with `.module`, is not reported."""
+    (DeepPurpose): module. keys; another attribute, one unwrapped with `.module`, or the `else` of an isinstance
+    test (pytorch-3dunet) is not reported."""
     assert tree_codes(tmp_path, {"model.py": WRAPPED_IN_TRAIN}) == [("model.py", 18, "DEV009")]
 
 
