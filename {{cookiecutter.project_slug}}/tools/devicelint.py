@@ -2499,6 +2499,8 @@ class _Checker(ast.NodeVisitor):
             held = self._modules_in_dict(node.args[0])
             if held:
                 self.report(node, "DEV006", f"{', '.join(held)} saved whole inside a dict")
+            for entry, module in self._modules_in_dict(node.args[0], either=True):
+                self.report(entry, "DEV006", f"{module} saved whole in one branch of a conditional inside a dict")
         if self.in_forward and name.startswith("torch.") and name[6:] in _FACTORIES:
             self._check_factory(node, name)
         if self.in_getitem and (method == "cuda" or (method == "to" and _moves_device(node))):
@@ -2656,16 +2658,24 @@ class _Checker(ast.NodeVisitor):
         return param is not None and self._always_passed(function, param.arg,
                                                          params.index(param) if param in params else -1)
 
-    def _modules_in_dict(self, saved: ast.AST) -> list[str]:
+    def _modules_in_dict(self, saved: ast.AST, either: bool = False) -> list:
         """Modules held whole by a saved dict (`{'encoder': encoder, 'model': self.model}`), shown or bound in
-        this function: the values themselves, not their `.state_dict()`, judged by name like DEV006's."""
+        this function: the values themselves, not their `.state_dict()`, judged by name like DEV006's. `either`:
+        (entry, module) for each entry that is a conditional with a module in a branch (`net.state_dict() if
+        use_cuda else net` pickles the module where CUDA is missing), to be reported at that entry."""
         displays = [saved] if isinstance(saved, ast.Dict) else []
         if isinstance(saved, ast.Name):
             scope = self.parents[-1] if self.parents else self.facts.tree
             displays = [n.value for n in self.facts.walk(scope) if isinstance(n, ast.Assign) and
                         isinstance(n.value, ast.Dict) and any(_dotted(t) == saved.id for t in n.targets)]
-        return sorted({_dotted(v) for d in displays for v in _either(d.values)
-                       if _module_value(v) and _dotted(v) not in self.dicts[-1]})  # `model_args = dict(...)`
+        if not either:
+            return sorted({_dotted(v) for d in displays for v in d.values
+                           if _module_value(v) and _dotted(v) not in self.dicts[-1]})  # `model_args = dict(...)`
+        found = []
+        for value in (v for d in displays for v in d.values if type(v) is ast.IfExp):
+            held = [_dotted(m) for m in _either([value]) if _module_value(m) and _dotted(m) not in self.dicts[-1]]
+            found += [(value, held[0])] if held else []
+        return found
 
     def _positional_devices(self, node: ast.Call, targets: list) -> list[ast.AST]:
         """Accelerator literals passed by position to a parameter named for a device (`model.sample(8, 'cuda')`

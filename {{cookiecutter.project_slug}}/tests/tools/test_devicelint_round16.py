@@ -365,5 +365,5 @@ EITHER_BRANCH = """
 
 def test_a_module_in_either_branch_of_a_conditional_in_a_saved_dict_is_dev006(tmp_path: Path) -> None:
     """`{'net': net.state_dict() if use_cuda else net}` pickles the whole module without CUDA
-    (Facial-Expression-Recognition); both branches states: not reported."""
-    assert tree_codes(tmp_path, {"train.py": EITHER_BRANCH}) == [("train.py", 7, "DEV006")]
+    (Facial-Expression-Recognition), reported at that entry; both branches states: not reported."""
+    assert tree_codes(tmp_path, {"train.py": EITHER_BRANCH}) == [("train.py", 6, "DEV006")]
