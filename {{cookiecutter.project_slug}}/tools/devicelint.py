@@ -241,8 +241,9 @@ _CUDA_RUNTIME = {"synchronize", "set_device", "current_device", "get_device_name
                  "ExternalStream"}
 # Helpers outside the checked files known to unpickle with weights_only=False unless told otherwise.
 _UNSAFE_HELPERS = {"ultralytics.utils.patches.torch_load": "ultralytics' torch_load() sets weights_only=False"}
-_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url", "load_from_checkpoint"} | \
+_HELPER_LOADS = {"partial", "load_state_dict_from_url", "load_url", "load_from_checkpoint", "load"} | \
     {n.rsplit(".", 1)[-1] for n in _UNSAFE_HELPERS}
+_LIGHTNING = ("lightning", "pytorch_lightning", "lightning_fabric")  # Fabric/LightningLite there: load() unpickles
 # Calls whose device argument names a backend type (autocast, GradScaler) and places nothing.
 _TYPE_ONLY = {"autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
               "get_autocast_gpu_dtype", "is_available", "device_count"}
@@ -586,6 +587,18 @@ def _module_value(node: ast.AST) -> bool:
         any(name.endswith(word) for word in ("encoder", "decoder", "generator", "discriminator", "backbone"))
 
 
+def _either(values: list[ast.expr | None]) -> list[ast.expr | None]:
+    """The values, each conditional expression as both its branches (`net.state_dict() if use_cuda else net`:
+    either may be what is saved)."""
+    found = []
+    for value in values:
+        while type(value) is ast.IfExp:
+            found += _either([value.body])
+            value = value.orelse
+        found.append(value)
+    return found
+
+
 def _is_dataset(cls: ast.ClassDef) -> bool:
     """Heuristic for DEV008: a base class named *Dataset, ImageFolder or DatasetFolder."""
     names = [_dotted(base).rsplit(".", 1)[-1] for base in cls.bases]
@@ -673,6 +686,8 @@ class _FileFacts:
         self._walks: dict[ast.AST, list[ast.AST]] = {}
         self._memo: dict[ast.stmt, frozenset[str]] = {}
         self._cuda_tests: dict[ast.AST, dict[int, str]] = {}
+        self._wrapped_attributes: dict[ast.ClassDef, set[str]] = {}
+        self._scope_bindings: dict[ast.AST, tuple[Counter[str], dict[str, object], set[str]]] = {}
         self._bindings: dict[ast.AST, dict[str, list[ast.AST]]] = {}
         self._scope_cache: dict[ast.AST, ast.AST] = {}
         calls: list[ast.Call] = kinds.get(ast.Call, [])
@@ -943,19 +958,55 @@ class _FileFacts:
         return ""
 
     @functools.cached_property
-    def switched_off(self) -> set[str]:
-        """Names bound once, to False/None/0, and never rebound: `if name:` under them never runs."""
-        falsy = set()
+    def cuda_aliases(self) -> set[str]:
+        """Names of the `torch.cuda` module: `tt = torch.cuda`, `self.tt = torch.cuda`, `from torch import cuda`."""
+        found = {local for local, (module, name, level) in self.imports.items()
+                 if not level and (module, name) in (("torch", "cuda"), ("torch.cuda", None))}
         for node in self.kinds.get(ast.Assign, []):
-            if isinstance(node.value, ast.Constant) and not node.value.value and len(node.targets) == 1 and \
-                    isinstance(node.targets[0], ast.Name):
-                falsy.add(node.targets[0].id)
-        if not falsy:
-            return set()  # most files: no need to count the stores of every name
-        store = ast.Store
-        stores = Counter(n.id for n in self.kinds.get(ast.Name, []) if n.id in falsy and type(n.ctx) is store)
-        params = {a.arg for n in self.kinds.get(ast.arguments, []) for a in n.posonlyargs + n.args + n.kwonlyargs}
-        return {name for name in falsy if stores[name] == 1 and name not in params and name not in self.mentions_global}
+            if type(node.value) is ast.Attribute and node.value.attr == "cuda" and \
+                    self.canonical(node.value) == "torch.cuda":
+                found.update(_dotted(t) for t in node.targets if _dotted(t))
+        return found
+
+    def legacy_type(self, node: ast.Attribute) -> str:
+        """`torch.cuda.FloatTensor` for that type written out or through an alias of `torch.cuda` (`tt.FloatTensor`)."""
+        dotted = _dotted(node)
+        if _TYPED_CUDA.match(dotted):
+            return dotted
+        owner = dotted[:-len(node.attr) - 1]
+        typed = f"torch.cuda.{node.attr}"
+        return typed if owner and _TYPED_CUDA.match(typed) and owner in self.cuda_aliases else ""
+
+    def bound_off(self, name: str, node: ast.AST) -> tuple[bool, object]:
+        """(True, value) if the name read at node is bound once in its scope, to False/0/None, and never rebound
+        (`load_model = False` ... `if load_model is True:`): a parameter, a global or nonlocal, a name of a module
+        that calls globals() (options copied in), or a second store anywhere in the scope decides nothing."""
+        if name in self.mentions_global:
+            return False, None
+        scope = self._function_of(node)
+        while True:
+            stores, values, params = self._scope_names(scope)
+            if name in params or stores[name] > 1:
+                return False, None
+            if stores[name]:
+                return (name in values and (scope is not self.tree or "globals" not in self.mentions)), values.get(name)
+            if scope is self.tree:
+                return False, None
+            scope = self._function_of(self.parents[scope])  # a name the function only reads: the enclosing one's
+
+    def _scope_names(self, scope: ast.AST) -> tuple[Counter[str], dict[str, object], set[str]]:
+        """A scope's stores of each name (nested ones too), the falsy constants it assigns names, its parameters."""
+        cached = self._scope_bindings.get(scope)
+        if cached is None:
+            nodes = self.nodes if scope is self.tree else self.walk(scope)
+            stores = Counter(n.id for n in nodes if type(n) is ast.Name and type(n.ctx) is ast.Store)
+            values = {n.targets[0].id: n.value.value for n in nodes if type(n) is ast.Assign and len(n.targets) == 1
+                      and type(n.targets[0]) is ast.Name and type(n.value) is ast.Constant and not n.value.value
+                      and self._function_of(n) is scope}  # the scope's own: a nested function's is its local
+            params = {a.arg for n in nodes if type(n) is ast.arguments
+                      for a in n.posonlyargs + n.args + n.kwonlyargs + [n.vararg, n.kwarg] if a}
+            cached = self._scope_bindings[scope] = (stores, values, params)
+        return cached
 
     @functools.cached_property
     def mentions_global(self) -> set[str]:
@@ -1065,6 +1116,27 @@ class _FileFacts:
         while owner is not None and not isinstance(owner, ast.ClassDef):
             owner = self.parents.get(self._function_of(owner))
         return owner is not None and (owner.name.endswith("Dataset") or _is_dataset(owner))
+
+    def wrapped_attributes(self, cls: ast.ClassDef) -> set[str]:
+        """Attributes a method of the class sets to a DP/DDP wrapper (`self.model = nn.DataParallel(self.model)`,
+        or a local bound to one), read in source order within each method."""
+        found = self._wrapped_attributes.get(cls)
+        if found is not None:
+            return found
+        found = self._wrapped_attributes[cls] = set()
+        wrappers = self.project.wrappers
+        for method in cls.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            names: set[str] = set()
+            for node in sorted((n for n in self.walk(method) if type(n) is ast.Assign), key=lambda n: n.lineno):
+                holds = _wraps(node.value, names, wrappers)
+                for target in node.targets:
+                    if type(target) is ast.Name:
+                        (names.add if holds else names.discard)(target.id)
+                    elif holds and type(target) is ast.Attribute and _dotted(target.value) == "self":
+                        found.add(target.attr)
+        return found
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
         """The class whose method holds the node (`self.x` inside it), else None."""
@@ -1960,6 +2032,19 @@ class _Project:
         return [(f, n) for base in cls.bases for f, n in self.resolve(facts, base)
                 if isinstance(n, ast.ClassDef) and n is not cls]
 
+    def wraps_attribute(self, facts: _FileFacts, value: ast.Attribute) -> bool:
+        """`obj.model` where a method of obj's class (or a base's) sets `self.model` to a DP/DDP wrapper."""
+        pending, seen = self._classes_of(facts, value.value), set()
+        while pending:
+            owner, cls = pending.pop()
+            if id(cls) in seen or len(seen) > 8:
+                continue
+            seen.add(id(cls))
+            if value.attr in owner.wrapped_attributes(cls):
+                return True
+            pending += self._bases(owner, cls)
+        return False
+
     def _methods(self, facts: _FileFacts, cls: ast.ClassDef, name: str, depth: int) -> list[tuple[_FileFacts, ast.AST]]:
         """A class's method (or nested class) of that name, else its bases' (depth-first, like a simple MRO)."""
         own = [(facts, n) for n in facts.scopes.get(cls, {}).get(name, [])]
@@ -2079,6 +2164,7 @@ class _Checker(ast.NodeVisitor):
         self.wrapped: list[set[str]] = [set()]  # per function scope: names bound to DP/DDP(...)
         self.dicts: list[set[str]] = [set()]  # per function scope: names bound to a dict
         self.wrapped_attrs: set[str] = set()  # `self.model = DDP(...)` outlives the method
+        self.unwrapped: list[str] = []  # per branch: a name its test found not wrapped ('' for none)
         self.moved: set[int] = set()  # factory calls whose result is moved with .to()/.type_as()
         self._methods = _VISITORS.setdefault(type(self), {})
         self.checked = _checked_nodes(type(self), facts)
@@ -2175,7 +2261,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If | ast.IfExp) -> None:
         """Visit each branch knowing whether CUDA is established there; an early exit guards the rest."""
-        if isinstance(node, ast.If) and _dotted(node.test) in self.facts.switched_off:
+        if isinstance(node, ast.If) and self._switched_off(node.test):
             self.visit(node.test)  # `classify = False` ... `if classify:`: that branch never runs
             self._visit_branch(node.orelse, False)
             return
@@ -2209,6 +2295,7 @@ class _Checker(ast.NodeVisitor):
         hidden = [names for names in (self.wrapped_attrs, *self.wrapped) if unwrapped and unwrapped in names]
         for names in hidden:
             names.discard(unwrapped)
+        self.unwrapped.append(unwrapped)
         self.guarded += guarded
         self.cuda_only += cuda_only
         self.branches += 1
@@ -2216,6 +2303,7 @@ class _Checker(ast.NodeVisitor):
             self.visit(child)
         self.branches -= 1
         self.guarded, self.cuda_only = saved
+        self.unwrapped.pop()
         for names in hidden:
             names.add(unwrapped)
 
@@ -2247,7 +2335,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         """DEV010: `torch.cuda.FloatTensor` and friends exist only with CUDA (a type test makes no tensor)."""
-        typed = node.attr.endswith("Tensor") and _TYPED_CUDA.match(_dotted(node))  # the cheap test first
+        typed = node.attr.endswith("Tensor") and self.facts.legacy_type(node)  # the cheap test first
         if typed and not self.known() and not _type_test(node, self.facts.parents):
             self.report(node, "DEV010", _dotted(node))
         self.generic_visit(node)
@@ -2305,6 +2393,14 @@ class _Checker(ast.NodeVisitor):
         elif len(resolved) != len(calls) and any(not f.project.resolve(f, c.func) for f, c in calls):
             return None  # a call the lint cannot resolve may let the default through
         return resolved, shift
+
+    def _switched_off(self, test: ast.AST) -> bool:
+        """A test of a name bound once to a falsy constant that is false with it: `if flag:`, `if flag is True:`."""
+        name = _tested_parameter(test)
+        if not name:
+            return False
+        bound, value = self.facts.bound_off(name, test)
+        return bound and _decide(test, value) is False
 
     def _untaken(self, node: ast.If) -> bool:
         """The test is false for every value callers give the parameter it reads: each call leaves the default or
@@ -2403,18 +2499,32 @@ class _Checker(ast.NodeVisitor):
             held = self._modules_in_dict(node.args[0])
             if held:
                 self.report(node, "DEV006", f"{', '.join(held)} saved whole inside a dict")
+            for entry, module in self._modules_in_dict(node.args[0], either=True):
+                self.report(entry, "DEV006", f"{module} saved whole in one branch of a conditional inside a dict")
         if self.in_forward and name.startswith("torch.") and name[6:] in _FACTORIES:
             self._check_factory(node, name)
         if self.in_getitem and (method == "cuda" or (method == "to" and _moves_device(node))):
             self.report(node, "DEV008")
         if method == "state_dict" or targets:
             wrapped = self.wrapped_attrs.union(*self.wrapped)
-            if method == "state_dict" and _wraps(func.value, wrapped, self.facts.project.wrappers) and \
-                    self._kept(node):
+            if method == "state_dict" and (_wraps(func.value, wrapped, self.facts.project.wrappers) or
+                                           self._wrapped_elsewhere(func.value)) and self._kept(node):
                 self.report(node, "DEV009", f"{_dotted(func.value) or 'the wrapper'} is still wrapped")
             if wrapped and targets:
                 self._pass_wrapped(node, targets, wrapped)
         self.generic_visit(node)
+
+    def _wrapped_elsewhere(self, value: ast.AST) -> bool:
+        """`self.model` (or `trainer.model`) that another method of its class sets to a wrapper; a method that
+        stores the attribute itself is left to the in-order tracking (it may unwrap it first)."""
+        if type(value) is not ast.Attribute or type(value.value) is not ast.Name or _dotted(value) in self.unwrapped:
+            return False  # the `else` of `isinstance(self.model, DataParallel)` holds the plain model
+        function = self.facts._function_of(value)
+        if value.value.id == "self" and function is not self.facts.tree and any(
+                type(n) is ast.Attribute and n.attr == value.attr and type(n.ctx) is ast.Store and
+                _dotted(n.value) == "self" for n in self.facts.walk(function)):
+            return False
+        return self.facts.project.wraps_attribute(self.facts, value)
 
     def _pass_wrapped(self, node: ast.Call, targets: list, wrapped: set[str]) -> None:
         """Note the parameters a DP/DDP wrapper is passed to (`train(args, model)`), for DEV009 in the callee."""
@@ -2459,12 +2569,35 @@ class _Checker(ast.NodeVisitor):
         elif last == "load_from_checkpoint" and not targets and isinstance(node.func, ast.Attribute):
             if not (node.args and (self.facts.saves_in_function(node) or self.facts.test_local(node.args[0]))):
                 self.report(node, "DEV004", "Lightning's load_from_checkpoint() unpickles the whole file")
+        elif last == "load" and not targets and self._lightning_load(node.func) and \
+                not (node.args and (self.facts.saves_in_function(node) or self.facts.test_local(node.args[0]))):
+            self.report(node, "DEV004", "Lightning Fabric's load() unpickles the whole file")
         elif self.facts.qualified(node.func) in _UNSAFE_HELPERS:
             self.report(node, "DEV004", _UNSAFE_HELPERS[self.facts.qualified(node.func)])
         elif targets and all(self.facts.project.verdict("unpickles", f, d) for f, d in targets) and \
                 not any(id(d) in map(id, self.parents) for _, d in targets) and \
                 not (node.args and (self.facts.saves_in_function(node) or self.facts.test_local(node.args[0]))):
             self.report(node, "DEV004", f"{name or _last(node)}() loads with weights_only=False")
+
+    def _lightning_load(self, func: ast.AST) -> bool:
+        """`self.load(path)` in a subclass of Lightning's LightningLite/Fabric (through checked bases too), whose
+        inherited load() calls torch.load without weights_only (a class with its own load() is resolved instead)."""
+        if type(func) is not ast.Attribute or type(func.value) is not ast.Name:
+            return False
+        project, seen = self.facts.project, set()
+        pending = project._classes_of(self.facts, func.value)
+        while pending:
+            facts, cls = pending.pop()
+            if id(cls) in seen or len(seen) > 8:
+                continue
+            seen.add(id(cls))
+            for base in cls.bases:
+                named = facts.qualified(base) or _dotted(base)  # `L.Fabric` of `import lightning as L` too
+                module, _, last = named.rpartition(".")
+                if last in ("LightningLite", "Fabric") and module.startswith(_LIGHTNING):
+                    return True
+            pending += project._bases(facts, cls)
+        return False
 
     def _kept(self, node: ast.Call) -> bool:
         """A state_dict() that is saved or stored (directly or by the name it is bound to), not only read or checked."""
@@ -2525,16 +2658,24 @@ class _Checker(ast.NodeVisitor):
         return param is not None and self._always_passed(function, param.arg,
                                                          params.index(param) if param in params else -1)
 
-    def _modules_in_dict(self, saved: ast.AST) -> list[str]:
+    def _modules_in_dict(self, saved: ast.AST, either: bool = False) -> list:
         """Modules held whole by a saved dict (`{'encoder': encoder, 'model': self.model}`), shown or bound in
-        this function: the values themselves, not their `.state_dict()`, judged by name like DEV006's."""
+        this function: the values themselves, not their `.state_dict()`, judged by name like DEV006's. `either`:
+        (entry, module) for each entry that is a conditional with a module in a branch (`net.state_dict() if
+        use_cuda else net` pickles the module where CUDA is missing), to be reported at that entry."""
         displays = [saved] if isinstance(saved, ast.Dict) else []
         if isinstance(saved, ast.Name):
             scope = self.parents[-1] if self.parents else self.facts.tree
             displays = [n.value for n in self.facts.walk(scope) if isinstance(n, ast.Assign) and
                         isinstance(n.value, ast.Dict) and any(_dotted(t) == saved.id for t in n.targets)]
-        return sorted({_dotted(v) for d in displays for v in d.values
-                       if _module_value(v) and _dotted(v) not in self.dicts[-1]})  # `model_args = dict(...)`
+        if not either:
+            return sorted({_dotted(v) for d in displays for v in d.values
+                           if _module_value(v) and _dotted(v) not in self.dicts[-1]})  # `model_args = dict(...)`
+        found = []
+        for value in (v for d in displays for v in d.values if type(v) is ast.IfExp):
+            held = [_dotted(m) for m in _either([value]) if _module_value(m) and _dotted(m) not in self.dicts[-1]]
+            found += [(value, held[0])] if held else []
+        return found
 
     def _positional_devices(self, node: ast.Call, targets: list) -> list[ast.AST]:
         """Accelerator literals passed by position to a parameter named for a device (`model.sample(8, 'cuda')`
@@ -3126,13 +3267,16 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
             continue
         candidates.append((facts, node))
     found: set[int] = set()
+    dead: dict[int, Counter[str]] = {}  # per file: what its unreached code mentions (already out of `mentioned`)
     pending = candidates
     while pending:  # what only unreached code names is unreached too (a helper only a dead class calls)
         new = []
         for facts, node in pending:
-            # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import it
-            count = mentioned[node.name] - sum(other.name_reads[node.name] for other in definers.get(node.name, ())
-                                               if other is not facts and node.name not in other.imports)
+            # another file's bare `fliplr(...)` means its own fliplr when it defines one and does not import it;
+            # its reads inside its unreached code were taken off `mentioned` already, so they are not taken twice
+            count = mentioned[node.name] - sum(
+                max(0, other.name_reads[node.name] - dead.get(id(other), Counter())[node.name])
+                for other in definers.get(node.name, ()) if other is not facts and node.name not in other.imports)
             if count <= 0 or count <= 2 and count <= _mentions_inside(facts, node)[node.name]:  # `super(Name, self)`
                 new.append((facts, node))
         dropped: set[str] = set()
@@ -3140,6 +3284,7 @@ def _unreached(project: _Project, functions: list[tuple[_FileFacts, ast.AST]], f
             found.add(id(node))
             inside = _mentions_inside(facts, node)
             mentioned.subtract(inside)
+            dead.setdefault(id(facts), Counter()).update(inside)
             dropped.update(inside)
         pending = [(f, n) for f, n in candidates if n.name in dropped and id(n) not in found]
     return found
