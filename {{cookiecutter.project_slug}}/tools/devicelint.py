@@ -353,6 +353,9 @@ def _guard(test: ast.AST, facts: _FileFacts | None = None) -> str | None:
         guards = [_guard(v, facts) for v in test.values]
         return strong if strong in guards else weak if all(g == weak for g in guards) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        flag = _bool_compared(test)
+        if flag is not None:  # `is_cuda == True` tests the flag itself, not a count or a None
+            return _guard(flag, facts)
         return _compare_guard(test.left, test.ops[0], test.comparators[0], facts)
     if isinstance(test, ast.Call) and _last(test) == "isinstance" and len(test.args) == 2:
         types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
@@ -364,6 +367,20 @@ def _guard(test: ast.AST, facts: _FileFacts | None = None) -> str | None:
     if isinstance(test, ast.Call):
         return _CUDA if _availability_call(test) or (facts is not None and facts.checks_availability(test)) else None
     return _flag_guard(test, facts)
+
+
+def _bool_compared(test: ast.Compare) -> ast.AST | None:
+    """The test a comparison with True or False makes: `x == True`, `x is True`, `x != False` test `x`; `x == False`,
+    `x is False`, `x != True` test `not x`; None for any other comparison."""
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    constant = right if isinstance(right, ast.Constant) and type(right.value) is bool else \
+        left if isinstance(left, ast.Constant) and type(left.value) is bool else None
+    if constant is None or not isinstance(op, (ast.Eq, ast.Is, ast.NotEq, ast.IsNot)):
+        return None
+    other = left if constant is right else right
+    if constant.value == isinstance(op, (ast.Eq, ast.Is)):
+        return other
+    return ast.UnaryOp(op=ast.Not(), operand=other)
 
 
 def _availability_call(call: ast.Call) -> bool:
@@ -2102,7 +2119,7 @@ class _Project:
         if real not in self.files:
             self.files[real] = None
             try:
-                self.files[real] = _FileFacts(ast.parse(read_source(Path(path))), path, self)
+                self.files[real] = _FileFacts(_parse(read_source(Path(path)), path), path, self)
             except (LintError, SyntaxError, ValueError, RecursionError, MemoryError):
                 pass
         return self.files[real]
@@ -2336,7 +2353,8 @@ class _Checker(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         """DEV010: `torch.cuda.FloatTensor` and friends exist only with CUDA (a type test makes no tensor)."""
         typed = node.attr.endswith("Tensor") and self.facts.legacy_type(node)  # the cheap test first
-        if typed and not self.known() and not _type_test(node, self.facts.parents):
+        if typed and not self.known() and not _type_test(node, self.facts.parents) and \
+                not _unread_binding(node, self.facts):
             self.report(node, "DEV010", _dotted(node))
         self.generic_visit(node)
 
@@ -2893,8 +2911,15 @@ def _type_test(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 
 def _names_only(target: ast.AST, facts: _FileFacts, function: ast.AST | None = None) -> bool:
     """`amp_device = "cuda"` in a function whose every later use only names the backend (autocast, a comparison)."""
+    uses = _name_loads(target, facts, function)
+    return bool(uses) and all(_naming_use(use, facts.parents) for use in uses)
+
+
+def _name_loads(target: ast.AST, facts: _FileFacts, function: ast.AST | None = None) -> list[ast.Name] | None:
+    """The reads of a bound name in its function (the file, for a module-level name); None where they cannot all
+    be seen: not a plain name, or a module-level name other checked files mention."""
     if not isinstance(target, ast.Name):
-        return False
+        return None
     parents = facts.parents
     function = function or target
     while function in parents and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -2902,11 +2927,19 @@ def _names_only(target: ast.AST, facts: _FileFacts, function: ast.AST | None = N
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         # a module-level name: other checked files may read it too (then it may place tensors there)
         if any(other is not facts and other.mentions[target.id] for other in facts.project.files.values() if other):
-            return False
+            return None
         function = facts.tree
-    uses = [n for n in (facts.kinds.get(ast.Name, []) if function is facts.tree else facts.walk(function))
+    return [n for n in (facts.kinds.get(ast.Name, []) if function is facts.tree else facts.walk(function))
             if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)]
-    return bool(uses) and all(_naming_use(use, parents) for use in uses)
+
+
+def _unread_binding(node: ast.AST, facts: _FileFacts) -> bool:
+    """`long_dtype = torch.cuda.LongTensor` where nothing reads `long_dtype`: a type bound and never used makes
+    no tensor (sg2im's `check_model`), as an unused parameter's default places nothing."""
+    parent = facts.parents.get(node)
+    if not isinstance(parent, ast.Assign) or parent.value is not node:
+        return False
+    return all(_name_loads(target, facts) == [] for target in parent.targets)
 
 
 def _tested_parameter(test: ast.AST) -> str:
@@ -3130,16 +3163,27 @@ def _lint_sources(sources: list[tuple[str, str]], errors: list[str], select: Ite
 def _parse(source: str, filename: str) -> ast.Module:
     """ast.parse; a file that fails only on mixing tabs and spaces in its indentation (TabError) is read again with
     each line's leading tabs expanded to columns of 8, as Python 2, which such files were written for, read them:
-    it is checked rather than reported unchecked (PSMNet's finetune.py). Line numbers are unchanged."""
+    it is checked rather than reported unchecked (PSMNet's finetune.py). So is a file that uses `async`/`await` as
+    names, with them renamed (Real-time-GesRec's `.cuda(async=True)`). Line numbers are unchanged."""
     try:
         return ast.parse(source, filename)
     except TabError:
         lines = source.splitlines(keepends=True)
         expanded = "".join(_INDENT.sub(lambda m: m.group(0).expandtabs(8), line, count=1) for line in lines)
         return ast.parse(expanded, filename)
+    except SyntaxError:
+        if not _OLD_KEYWORDS.search(source):
+            raise
+        renamed = _OLD_KEYWORDS.sub(lambda m: m.group(0) + "_", source)
+    try:  # written before Python 3.7 made them keywords (`.cuda(async=True)`): checked with them renamed
+        return ast.parse(renamed, filename)
+    except SyntaxError:
+        return ast.parse(source, filename)  # another error: report the file's own
 
 
 _INDENT = re.compile(r"\A[ \t]+")
+# `async`/`await` used as names: an attribute, a keyword argument or parameter, an assignment's target
+_OLD_KEYWORDS = re.compile(r"(?<=\.)\s*(?:async|await)\b|\b(?:async|await)\b(?=\s*(?:=(?!=)|[,).\]:]))")
 
 
 def _nccl_scripts(files: list[_FileFacts]) -> set[int]:
