@@ -2133,8 +2133,9 @@ class _Project:
             passed = value.id if type(value) is ast.Name else value.attr if type(value) is ast.Attribute and \
                 type(value.value) is ast.Name and value.value.id == "self" else ""
             if passed and (passed in facts.defs or passed in facts.imports):
+                launched = known or _per_gpu_launch(facts, call, value)  # a worker per GPU: none without one
                 for _, node in self.resolve(facts, value):  # `mp.spawn(worker)`, `Thread(target=self.run)`
-                    self.sites.setdefault(id(node), []).append((chain, known))
+                    self.sites.setdefault(id(node), []).append((chain, launched))
         return targets
 
     def cuda_only(self, definitions: list[tuple[_FileFacts, ast.AST]]) -> set[int]:
@@ -3184,6 +3185,43 @@ def _parse(source: str, filename: str) -> ast.Module:
 _INDENT = re.compile(r"\A[ \t]+")
 # `async`/`await` used as names: an attribute, a keyword argument or parameter, an assignment's target
 _OLD_KEYWORDS = re.compile(r"(?<=\.)\s*(?:async|await)\b|\b(?:async|await)\b(?=\s*(?:=(?!=)|[,).\]:]))")
+
+
+def _per_gpu_launch(facts: _FileFacts, call: ast.Call, function: ast.AST) -> bool:
+    """`mp.spawn(work, nprocs=torch.cuda.device_count())`, or `Process(target=work)` in a loop over `range(n_gpus)`
+    of `n_gpus = torch.cuda.device_count()`: one process per visible GPU, so `work` never runs without one."""
+    name = _last(call)
+    if name == "spawn" and call.args and call.args[0] is function:
+        count = _keyword(call, "nprocs")
+        return _gpu_count(count.value if count else call.args[2] if len(call.args) > 2 else None, facts)
+    if name != "Process" or getattr(_keyword(call, "target"), "value", None) is not function:
+        return False
+    node = facts.parents.get(call)
+    while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and _last(node.iter) == "range" and \
+                len(node.iter.args) == 1 and _gpu_count(node.iter.args[0], facts):
+            return True
+        node = facts.parents.get(node)
+    return False
+
+
+def _gpu_count(node: ast.AST | None, facts: _FileFacts) -> bool:
+    """`torch.cuda.device_count()`, or a name its scope binds to nothing else (no parameter, no other store)."""
+    if isinstance(node, ast.Call):
+        return _dotted(node.func).endswith("cuda.device_count")
+    if type(node) is not ast.Name:
+        return False
+    scope = facts.parents.get(node)
+    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        scope = facts.parents.get(scope)
+    scope = scope or facts.tree
+    stores = [n for n in facts.walk(scope) if type(n) is ast.Name and n.id == node.id and type(n.ctx) is ast.Store]
+    params = {a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)} if hasattr(scope, "args") else set()
+    if not stores or node.id in params:
+        return False
+    binds = [facts.parents.get(n) for n in stores]
+    return all(isinstance(b, ast.Assign) and len(b.targets) == 1 and b.targets[0] in stores and
+               isinstance(b.value, ast.Call) and _gpu_count(b.value, facts) for b in binds)
 
 
 def _nccl_scripts(files: list[_FileFacts]) -> set[int]:

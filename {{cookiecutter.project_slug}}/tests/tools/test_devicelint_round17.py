@@ -135,3 +135,73 @@ UNREAD_TYPES = """
 def test_a_legacy_type_bound_to_a_name_nothing_reads_is_not_reported(tmp_path: Path) -> None:
     """sg2im: `long_dtype = torch.cuda.LongTensor` never read places nothing; `float_dtype` cast to still is."""
     assert tree_codes(tmp_path, {"train.py": UNREAD_TYPES}) == [("train.py", 10, "DEV010")]
+
+
+PER_GPU_SPAWN = """
+    import torch
+    from torch import multiprocessing
+
+    def _index(cam):
+        return cam.cuda()
+
+    def _work(rank, model, args):
+        with torch.cuda.device(rank):
+            model.cuda()
+            _index(torch.zeros(2))
+
+    def run(args):
+        model = torch.nn.Linear(2, 2)
+        n_gpus = torch.cuda.device_count()
+        multiprocessing.spawn(_work, nprocs=n_gpus, args=(model, args), join=True)
+
+    run(None)
+"""
+
+
+def test_a_worker_spawned_once_per_visible_gpu_runs_only_where_cuda_is(tmp_path: Path) -> None:
+    """irn's `multiprocessing.spawn(_work, nprocs=n_gpus)` of `n_gpus = torch.cuda.device_count()`: no process
+    starts without a GPU, so `_work` and `_index`, which only it reaches, are CUDA-only."""
+    assert tree_codes(tmp_path, {"make_cam.py": PER_GPU_SPAWN}) == []
+
+
+PER_GPU_PROCESSES = """
+    import torch
+    import torch.multiprocessing as mp
+
+    def work(rank):
+        torch.cuda.set_device(rank)
+
+    for rank in range(torch.cuda.device_count()):
+        mp.Process(target=work, args=(rank,)).start()
+"""
+
+
+def test_processes_started_in_a_loop_over_the_gpu_count_run_only_where_cuda_is(tmp_path: Path) -> None:
+    """`for rank in range(torch.cuda.device_count()): Process(target=work)`: one process per GPU, none without."""
+    assert tree_codes(tmp_path, {"launch.py": PER_GPU_PROCESSES}) == []
+
+
+NOT_PER_GPU = """
+    import torch
+    from torch import multiprocessing
+
+    def _work(rank, args):
+        torch.zeros(2).cuda()
+
+    def _other(rank, args):
+        torch.zeros(2).cuda()
+
+    def run(args, n_gpus):
+        multiprocessing.spawn(_work, nprocs=args.num_workers, args=(args,), join=True)
+        multiprocessing.spawn(_other, nprocs=n_gpus, args=(args,), join=True)
+        count = torch.cuda.device_count()
+        count = max(count, 1)
+        multiprocessing.spawn(_other, nprocs=count, args=(args,), join=True)
+
+    run(None, 2)
+"""
+
+
+def test_a_worker_count_not_from_device_count_is_no_guard(tmp_path: Path) -> None:
+    """`nprocs=args.num_workers`, a parameter, or a name rebound to `max(count, 1)`: workers start without a GPU."""
+    assert tree_codes(tmp_path, {"steps.py": NOT_PER_GPU}) == [("steps.py", 6, "DEV001"), ("steps.py", 9, "DEV001")]
