@@ -2512,7 +2512,7 @@ class _Checker(ast.NodeVisitor):
         else:
             self._check_helper_load(node, name, targets)
         if name == "torch.save" and node.args and _looks_like_module(node.args[0]) \
-                and _dotted(node.args[0]) not in self.dicts[-1]:
+                and _dotted(node.args[0]) not in self.dicts[-1] and not self._bound_to_no_module(node.args[0]):
             self.report(node, "DEV006", f"{_dotted(node.args[0]) or 'object'} is saved whole")
         elif name == "torch.save" and node.args:
             held = self._modules_in_dict(node.args[0])
@@ -2688,13 +2688,42 @@ class _Checker(ast.NodeVisitor):
             displays = [n.value for n in self.facts.walk(scope) if isinstance(n, ast.Assign) and
                         isinstance(n.value, ast.Dict) and any(_dotted(t) == saved.id for t in n.targets)]
         if not either:
-            return sorted({_dotted(v) for d in displays for v in d.values
-                           if _module_value(v) and _dotted(v) not in self.dicts[-1]})  # `model_args = dict(...)`
+            return sorted({_dotted(v) for d in displays for v in d.values if _module_value(v) and
+                           _dotted(v) not in self.dicts[-1] and not self._bound_to_no_module(v)})  # `= dict(...)`
         found = []
         for value in (v for d in displays for v in d.values if type(v) is ast.IfExp):
             held = [_dotted(m) for m in _either([value]) if _module_value(m) and _dotted(m) not in self.dicts[-1]]
             found += [(value, held[0])] if held else []
         return found
+
+    def _bound_to_no_module(self, node: ast.AST) -> bool:
+        """A local whose every binding in this function holds no module, whatever its name says: `model =
+        net.state_dict()`, or a place of a helper's tuple return that names none (`model, model_kwargs =
+        build_model()` where it returns `model, kwargs`)."""
+        if type(node) is not ast.Name:
+            return False
+        inside = self.facts.walk(self.parents[-1] if self.parents else self.facts.tree)
+        stores = [n for n in inside if type(n) is ast.Name and n.id == node.id and type(n.ctx) is ast.Store]
+        binds = [self.facts.parents.get(n) for n in stores]
+        binds = [self.facts.parents.get(b) if type(b) is ast.Tuple else b for b in binds]
+        return bool(stores) and all(isinstance(b, ast.Assign) and len(b.targets) == 1 and
+                                    self._binds_no_module(b.targets[0], b.value, node.id) for b in binds)
+
+    def _binds_no_module(self, target: ast.AST, value: ast.AST, name: str) -> bool:
+        """`name = X.state_dict()`; or `a, name = helper()` where each of the helper's returns is a tuple whose item
+        at that place is a name no module goes by."""
+        if type(target) is ast.Name:
+            return isinstance(value, ast.Call) and _last(value) == "state_dict"
+        if type(target) is not ast.Tuple or not isinstance(value, ast.Call):
+            return False
+        place = next((i for i, e in enumerate(target.elts) if type(e) is ast.Name and e.id == name), None)
+        helpers = self.facts.project.resolve(self.facts, value.func)
+        returns = [r.value for f, d in helpers if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   for r in f.walk(d) if isinstance(r, ast.Return)]
+        return place is not None and bool(returns) and all(
+            type(r) is ast.Tuple and len(r.elts) == len(target.elts) and
+            isinstance(r.elts[place], (ast.Name, ast.Attribute)) and not _module_value(r.elts[place])
+            for r in returns)
 
     def _positional_devices(self, node: ast.Call, targets: list) -> list[ast.AST]:
         """Accelerator literals passed by position to a parameter named for a device (`model.sample(8, 'cuda')`

@@ -205,3 +205,66 @@ NOT_PER_GPU = """
 def test_a_worker_count_not_from_device_count_is_no_guard(tmp_path: Path) -> None:
     """`nprocs=args.num_workers`, a parameter, or a name rebound to `max(count, 1)`: workers start without a GPU."""
     assert tree_codes(tmp_path, {"steps.py": NOT_PER_GPU}) == [("steps.py", 6, "DEV001"), ("steps.py", 9, "DEV001")]
+
+
+SAVED_BY_BINDING = """
+    import torch
+
+    def build_model(args):
+        kwargs = {"width": 2}
+        model = torch.nn.Linear(2, 2)
+        return model, kwargs
+
+    class Solver:
+        def __init__(self):
+            self.model = torch.nn.Linear(2, 2)
+
+        def save(self, path):
+            model = self.model.state_dict()
+            torch.save({"model": model}, path)
+            torch.save(model, path + ".sd")
+
+    def main(args):
+        model, model_kwargs = build_model(args)
+        checkpoint = {"model_kwargs": model_kwargs, "state": model.state_dict()}
+        torch.save(checkpoint, "out.pt")
+        Solver().save("solver.pt")
+
+    main(None)
+"""
+
+
+def test_a_saved_name_is_judged_by_its_binding_not_its_spelling(tmp_path: Path) -> None:
+    """`model = self.model.state_dict()` is a state, not a module (self-attention-music-tagging), and
+    `model_kwargs` of `model, model_kwargs = build_model()` is the helper's `kwargs`, not a module (sg2im)."""
+    assert tree_codes(tmp_path, {"train.py": SAVED_BY_BINDING}) == []
+
+
+SAVED_MODULES = """
+    import torch
+
+    def build_model(args):
+        return torch.nn.Linear(2, 2), {"width": 2}
+
+    def build_pair(args):
+        kwargs = {"width": 2}
+        net = torch.nn.Linear(2, 2)
+        return kwargs, net
+
+    def main(args):
+        model, model_kwargs = build_model(args)
+        torch.save(model, "a.pt")
+        kwargs, model_net = build_pair(args)
+        torch.save({"net": model_net}, "b.pt")
+        model_sd = model.state_dict()
+        if args:
+            model_sd = model
+        torch.save({"model": model_sd, "kwargs": kwargs}, "c.pt")
+
+    main(None)
+"""
+
+
+def test_a_saved_name_bound_to_a_module_somewhere_is_still_dev006(tmp_path: Path) -> None:
+    """A place of the tuple that returns a module (or a call), or a name also bound to a module: still reported."""
+    assert tree_codes(tmp_path, {"train.py": SAVED_MODULES}) == [("train.py", 14, "DEV006"), ("train.py", 16, "DEV006")]
