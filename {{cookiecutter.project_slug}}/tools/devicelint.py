@@ -2462,6 +2462,9 @@ class _Checker(ast.NodeVisitor):
             if "device" in _last(target).lower() and not _last(target).lower().endswith("type") \
                     and not _names_only(target, self.facts):
                 self.report_device(node.value, _device_literals(node.value, self.facts))
+            if type(target) is ast.Tuple and isinstance(node.value, ast.Call):
+                for place in self._wrapped_places(target, node.value):  # `model, params = generate_model(opt)`
+                    self._rebind(self.wrapped[-1], place, True)
             if not name or node.value is None:
                 continue
             scope = self.wrapped_attrs if isinstance(target, ast.Attribute) else self.wrapped[-1]
@@ -2471,6 +2474,22 @@ class _Checker(ast.NodeVisitor):
             self._rebind(self.dicts[-1], name, _is_dict(node.value))
 
     visit_AnnAssign = visit_Assign
+
+    def _wrapped_places(self, target: ast.Tuple, call: ast.Call) -> list[str]:
+        """The names of `a, b = helper()` at the places where one of the helper's tuple returns holds a DP/DDP
+        wrapper: made in the return, or a name the helper binds to one (`model = nn.DataParallel(model)`)."""
+        wrappers, found = self.facts.project.wrappers, []
+        for facts, helper in self.facts.project.resolve(self.facts, call.func):
+            if not isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            inside = facts.walk(helper)
+            made = {t.id for a in inside if isinstance(a, ast.Assign) and _wraps(a.value, set(), wrappers)
+                    for t in a.targets if type(t) is ast.Name}
+            for value in (r.value for r in inside if isinstance(r, ast.Return)):
+                if type(value) is ast.Tuple and len(value.elts) == len(target.elts):
+                    found += [t.id for t, v in zip(target.elts, value.elts) if type(t) is ast.Name and
+                              (_wraps(v, made, wrappers))]
+        return found
 
     def _rebind(self, names: set[str], name: str, holds: bool) -> None:
         """Add a name that now holds the thing; forget it only when the rebinding surely runs."""

@@ -268,3 +268,44 @@ SAVED_MODULES = """
 def test_a_saved_name_bound_to_a_module_somewhere_is_still_dev006(tmp_path: Path) -> None:
     """A place of the tuple that returns a module (or a call), or a name also bound to a module: still reported."""
     assert tree_codes(tmp_path, {"train.py": SAVED_MODULES}) == [("train.py", 14, "DEV006"), ("train.py", 16, "DEV006")]
+
+
+WRAPPER_IN_A_TUPLE = {
+    "model.py": """
+        import torch
+        from torch import nn
+
+        def generate_model(opt):
+            model = nn.Linear(2, 2)
+            if not opt.no_cuda:
+                model = model.cuda()
+                model = nn.DataParallel(model, device_ids=None)
+                return model, model.parameters()
+            return model, model.parameters()
+
+        def plain_model(opt):
+            model = nn.Linear(2, 2)
+            wrapped = nn.DataParallel(model)
+            return model, wrapped.parameters()
+    """,
+    "main.py": """
+        import torch
+        from model import generate_model, plain_model
+
+        def main(opt):
+            model, parameters = generate_model(opt)
+            torch.save({"state_dict": model.state_dict()}, "a.pth")
+            net, params = plain_model(opt)
+            torch.save({"state_dict": net.state_dict()}, "b.pth")
+
+        if __name__ == "__main__":
+            main(None)
+    """,
+}
+
+
+def test_a_wrapper_returned_in_a_helpers_tuple_is_saved_wrapped(tmp_path: Path) -> None:
+    """Real-time-GesRec: `model, parameters = generate_model(opt)`, whose return holds the DataParallel model at
+    that place, then `model.state_dict()` saved: DEV009; `plain_model`'s first place is the bare module."""
+    codes = tree_codes(tmp_path, WRAPPER_IN_A_TUPLE)
+    assert [c for c in codes if c[2] == "DEV009"] == [("main.py", 7, "DEV009")]
