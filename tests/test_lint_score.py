@@ -29,7 +29,7 @@ def test_every_label_names_a_listed_repository_at_its_commit_with_a_reason() -> 
         rows = list(csv.DictReader(handle))
     assert len(labels) == len(rows) > 0
     assert {(row["repo"], row["commit"]) for row in rows} <= repos
-    assert {row["set"] for row in rows} <= {"tuning", *(f"held-out-{n}" for n in range(1, 16))}
+    assert {row["set"] for row in rows} <= {"tuning", *(f"held-out-{n}" for n in range(1, 17))}
 
 
 def write_corpus(tmp_path: Path, label_rows: list[str]) -> tuple[Path, Path]:
