@@ -36,7 +36,6 @@ from {{ cookiecutter.package_name }}.training.hardware import Hardware
 
 HAS_TIMM = importlib.util.find_spec("timm") is not None
 needs_timm = pytest.mark.skipif(not HAS_TIMM, reason="needs the timm extra: pip install -e '.[timm]'")
-FAMILIES = TIMM_FAMILIES  # a CNN, a ViT, a convolution-attention hybrid
 CPU = torch.device("cpu")
 CUDA1 = torch.device("cuda", 1)
 HIDE_TIMM = "import sys; sys.modules['timm'] = None; "  # `import timm` then fails as on a machine without it
@@ -79,7 +78,7 @@ def _imagenet_state(model_name: str) -> dict[str, torch.Tensor]:
     return timm.create_model(model_name).state_dict()
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", TIMM_FAMILIES)
 def test_each_family_is_built_on_the_device_with_the_head_beside_it(device, name):
     """The features and the head are born on the run's device (meta included), and give (B, classes) logits."""
     model = build_model(name, 3, pretrained=False, device=device, image_size=32)
@@ -88,7 +87,7 @@ def test_each_family_is_built_on_the_device_with_the_head_beside_it(device, name
     assert model.train()(torch.zeros(2, 3, 32, 32, device=device)).shape == (2, 3)
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", TIMM_FAMILIES)
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_each_family_takes_a_finite_half_precision_step(name, precision):
     """Under bf16/fp16 autocast (the CPU's; CUDA's in the cuda tier) a step gives a finite loss and float32 weights
@@ -127,7 +126,7 @@ def timm_on_fake_tensors(fake_tensors, monkeypatch):
 
 @pytest.mark.fake_cuda
 @fake_forward
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", TIMM_FAMILIES)
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_each_family_computes_in_half_on_cuda_with_float32_weights_and_loss(name, precision, fake_cuda,
                                                                             timm_on_fake_tensors, monkeypatch):
@@ -167,7 +166,7 @@ CUDA_AVAILABLE = torch.cuda.is_available()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", TIMM_FAMILIES)
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 @pytest.mark.parametrize("spec", ["cpu", pytest.param("cuda:0", marks=[
     pytest.mark.cuda, pytest.mark.skipif(not CUDA_AVAILABLE, reason="needs a CUDA device")])])
@@ -330,7 +329,7 @@ def test_a_run_uses_and_records_the_weights_data_configuration(hub, tiny_data, t
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", TIMM_FAMILIES)
 def test_each_family_resumes_exactly_after_sigkill_evaluates_predicts_and_exports(name, tiny_data, tmp_path, capsys):
     """The life of a run: killed mid-epoch 2 and resumed, it ends where an uninterrupted run ends; resumed again
     with more epochs it goes on; evaluate.py, predict.py and the three export formats agree with it."""
@@ -380,7 +379,7 @@ def _the_card_recipe_rebuilds_it_with_timm_alone(folder: Path, checkpoint: Path)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", TIMM_FAMILIES)
 @pytest.mark.parametrize("flag", ["--channels-last", "--compile"])
 def test_each_family_trains_with_channels_last_and_compile(name, flag, tiny_data, tmp_path):
     """train.py --channels-last / --compile with a timm backbone: an epoch, a checkpoint without wrapper keys."""
